@@ -1,0 +1,28 @@
+"""Pieces shared by the admin classes of every app."""
+
+from __future__ import annotations
+
+from django.contrib import admin
+from django.utils.html import format_html
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """For rows that machines write (deliveries, chunks, vectors): look, don't touch.
+
+    No full count either: these tables grow large and the count costs a scan.
+    """
+
+    show_full_result_count = False
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+
+def short_hash(value: str) -> str:
+    """A hash shortened for a list column, the full value on hover."""
+    if not value:
+        return "—"
+    return format_html('<code title="{}">{}</code>', value, value[:12])

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class KbsiteConfig(AppConfig):
+    name = "kbsite"
+    verbose_name = "Site"

@@ -1,0 +1,79 @@
+"""Typed readers for settings that come from environment variables.
+
+Each reader names the variable in the error it raises, so a bad value is found at
+start-up rather than deep inside a request. ``*_FILE`` variants let secrets come from
+files (Docker and Kubernetes secrets) instead of the environment.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+
+from django.core.exceptions import ImproperlyConfigured
+
+TRUE = {"1", "true", "yes", "on"}
+FALSE = {"0", "false", "no", "off", ""}
+
+
+def env_str(name: str, default: str = "") -> str:
+    return os.environ.get(name, default).strip()
+
+
+def env_secret(name: str, default: str = "") -> str:
+    """``NAME``, or the contents of the file named by ``NAME_FILE``."""
+    path = os.environ.get(f"{name}_FILE", "").strip()
+    if not path:
+        return env_str(name, default)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read().strip()
+    except OSError as exc:
+        raise ImproperlyConfigured(
+            f"{name}_FILE={path!r} cannot be read: {exc}"
+        ) from exc
+
+
+def env_bool(name: str, default: bool) -> bool:
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    value = raw.strip().lower()
+    if value in TRUE:
+        return True
+    if value in FALSE:
+        return False
+    raise ImproperlyConfigured(f"{name}={raw!r} is not a boolean (use true or false)")
+
+
+def env_int(
+    name: str, default: int, *, minimum: int = 0, maximum: int | None = None
+) -> int:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not a whole number") from None
+    if value < minimum or (maximum is not None and value > maximum):
+        upper = "" if maximum is None else f" and at most {maximum}"
+        raise ImproperlyConfigured(f"{name}={value} must be at least {minimum}{upper}")
+    return value
+
+
+def env_list(name: str, default: Iterable[str] = ()) -> list[str]:
+    raw = os.environ.get(name)
+    if raw is None:
+        return list(default)
+    return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def env_choice(name: str, default: str, choices: Iterable[str]) -> str:
+    choices = list(choices)
+    value = env_str(name, default) or default
+    if value not in choices:
+        raise ImproperlyConfigured(
+            f"{name}={value!r} is not one of: {', '.join(choices)}"
+        )
+    return value

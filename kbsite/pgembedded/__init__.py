@@ -1,0 +1,1 @@
+"""A Django database backend that starts (or joins) the embedded PostgreSQL."""

@@ -1,0 +1,42 @@
+"""``python -m kbsite.pgembedded status|stop``: look at or stop the embedded server."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import django
+
+
+def main(argv: list[str]) -> int:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "kbsite.settings")
+    django.setup()
+    from django.conf import settings
+
+    from kbsite.pgembedded.server import EmbeddedPostgres
+
+    root = settings.DATABASES["default"].get("EMBEDDED_ROOT")
+    if root is None:
+        print("DATABASE_URL is set: there is no embedded database to manage.")
+        return 1
+    server = EmbeddedPostgres.at(root)
+    action = argv[0] if argv else "status"
+    if action == "stop":
+        print("stopped" if server.stop() else "was not running")
+        return 0
+    if action == "status":
+        info = server.running()
+        if info is None:
+            print(f"not running (data in {server.data_dir})")
+        else:
+            holders = server.live_holders()
+            print(
+                f"running: pid {info.pid}, socket {info.socket_dir}, held by {holders}"
+            )
+        return 0
+    print("usage: python -m kbsite.pgembedded [status|stop]", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

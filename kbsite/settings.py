@@ -1,0 +1,217 @@
+"""Settings for the knowledge base. Every value comes from an environment variable;
+the README lists them all with their defaults."""
+
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+from kbsite.env import env_bool, env_choice, env_int, env_list, env_secret, env_str
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(env_str("KB_VAR_DIR") or BASE_DIR / "var")
+
+
+def _secret_key() -> str:
+    """SECRET_KEY, or one generated once and kept in var/ (never in the repository)."""
+    key = env_secret("SECRET_KEY")
+    if key:
+        return key
+    path = VAR_DIR / "secret_key"
+    if not path.exists():
+        VAR_DIR.mkdir(parents=True, exist_ok=True)
+        path.touch(mode=0o600)
+        path.write_text(secrets.token_urlsafe(50))
+    return path.read_text().strip()
+
+
+SECRET_KEY = _secret_key()
+DEBUG = env_bool("DEBUG", False)
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
+PORT = env_int("PORT", 8000, minimum=1, maximum=65535)
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django.contrib.postgres",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "django_q",
+    "kbsite",
+    "sources",
+    "ingest",
+    "retrieval",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "kbsite.urls"
+WSGI_APPLICATION = "kbsite.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# -- Database ------------------------------------------------------------------
+# With DATABASE_URL unset, an embedded PostgreSQL 16 + pgvector (from the pgserver
+# wheel) is started on first connection, with its data under var/postgres/.
+DATABASE_URL = env_secret("DATABASE_URL")
+if DATABASE_URL:
+    try:
+        DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60)}
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"DATABASE_URL cannot be parsed: {exc}") from exc
+    if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
+        raise ImproperlyConfigured(
+            "DATABASE_URL must point to PostgreSQL (postgres://…), "
+            f"not {DATABASES['default']['ENGINE']}"
+        )
+else:
+    DATABASES = {
+        "default": {
+            "ENGINE": "kbsite.pgembedded",
+            "NAME": env_str("EMBEDDED_DB_NAME", "kb"),
+            "USER": "postgres",
+            "EMBEDDED_ROOT": VAR_DIR,
+            "CONN_MAX_AGE": 60,
+        }
+    }
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": f"django.contrib.auth.password_validation.{name}"}
+    for name in [
+        "UserAttributeSimilarityValidator",
+        "MinimumLengthValidator",
+        "CommonPasswordValidator",
+        "NumericPasswordValidator",
+    ]
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = env_str("TIME_ZONE", "UTC")
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+# Only needed for `collectstatic` in production; WhiteNoise serves from the apps.
+STATIC_ROOT = env_str("STATIC_ROOT") or None
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+# Serve app static files straight from their packages: no collectstatic step needed.
+WHITENOISE_USE_FINDERS = True
+
+# -- API -----------------------------------------------------------------------
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_THROTTLE_RATES": {
+        "query": env_str("API_QUERY_RATE", "60/min"),
+        "search": env_str("API_SEARCH_RATE", "300/min"),
+    },
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Knowledge base API",
+    "DESCRIPTION": "Search and cited answers over a freshness-tracked document index.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+}
+
+# -- Crawling and ingest -------------------------------------------------------
+WEBHOOK_TOKEN = env_secret("WEBHOOK_TOKEN")
+CRAWLBASE_TOKEN = env_secret("CRAWLBASE_TOKEN")
+CRAWLBASE_CRAWLER = env_str("CRAWLBASE_CRAWLER")
+
+# -- Embeddings and answers ----------------------------------------------------
+EMBEDDING_DEFAULTS = {
+    "hashing": ("hashing-v1", 384),
+    "local": ("all-MiniLM-L6-v2", 384),
+    "openai": ("text-embedding-3-small", 1536),
+}
+EMBEDDING_BACKEND = env_choice("EMBEDDING_BACKEND", "hashing", EMBEDDING_DEFAULTS)
+EMBEDDING_MODEL = env_str("EMBEDDING_MODEL") or EMBEDDING_DEFAULTS[EMBEDDING_BACKEND][0]
+# pgvector's HNSW index takes at most 2,000 dimensions.
+EMBEDDING_DIMENSIONS = env_int(
+    "EMBEDDING_DIMENSIONS",
+    EMBEDDING_DEFAULTS[EMBEDDING_BACKEND][1],
+    minimum=1,
+    maximum=2000,
+)
+OPENAI_API_KEY = env_secret("OPENAI_API_KEY")
+OPENAI_BASE_URL = env_str("OPENAI_BASE_URL")
+CHAT_MODEL = env_str("CHAT_MODEL")
+if EMBEDDING_BACKEND == "openai" and not OPENAI_API_KEY:
+    raise ImproperlyConfigured("EMBEDDING_BACKEND='openai' needs OPENAI_API_KEY")
+if CHAT_MODEL and not OPENAI_API_KEY:
+    raise ImproperlyConfigured(f"CHAT_MODEL={CHAT_MODEL!r} needs OPENAI_API_KEY")
+
+# -- Background jobs (django-q2, ORM broker on the same PostgreSQL) ------------
+Q_CLUSTER = {
+    "name": "kb",
+    "orm": "default",
+    "workers": env_int("Q_WORKERS", 2, minimum=1),
+    "timeout": env_int("Q_TIMEOUT", 300, minimum=10),
+    # A job not acknowledged by then (its worker died) goes back on the queue.
+    "retry": env_int("Q_TIMEOUT", 300, minimum=10) + 60,
+    "max_attempts": 5,
+    "catch_up": False,
+    "save_limit": 1000,
+    "ack_failures": True,
+    "poll": 0.5,
+}
+
+# -- Logging -------------------------------------------------------------------
+LOG_LEVEL = env_choice("LOG_LEVEL", "INFO", ["DEBUG", "INFO", "WARNING", "ERROR"])
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
+    "loggers": {"django_q": {"level": "WARNING"}},
+}
+
+# Read by ``manage.py serve`` (and Django's ``createsuperuser --noinput``).
+DJANGO_SUPERUSER_USERNAME = env_str("DJANGO_SUPERUSER_USERNAME")

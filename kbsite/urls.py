@@ -1,0 +1,18 @@
+from django.contrib import admin
+from django.urls import path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from kbsite.views import healthz
+
+admin.site.site_header = "Knowledge base"
+admin.site.site_title = "Knowledge base admin"
+admin.site.index_title = "Sources, pages and the index"
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path(
+        "api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"
+    ),
+    path("healthz/", healthz, name="healthz"),
+]

@@ -1,0 +1,42 @@
+from __future__ import annotations
+
+from django.contrib import admin
+from django.db.models import Func, IntegerField
+
+from kbsite.admin_utils import ReadOnlyAdmin, short_hash
+from retrieval.models import Chunk, Embedding
+
+
+@admin.register(Chunk)
+class ChunkAdmin(ReadOnlyAdmin):
+    list_display = ["page", "position", "heading", "token_count", "hash"]
+    search_fields = ["heading", "page__url", "=embed_hash"]
+    list_filter = ["page__status", "page__source"]
+    list_select_related = ["page"]
+
+    @admin.display(description="embedded text hash")
+    def hash(self, obj: Chunk) -> str:
+        return short_hash(obj.embed_hash)
+
+
+@admin.register(Embedding)
+class EmbeddingAdmin(ReadOnlyAdmin):
+    list_display = ["space", "hash", "dimensions", "token_count", "created_at"]
+    list_filter = ["space"]
+    search_fields = ["=text_hash"]
+    exclude = ["vector"]
+
+    @admin.display(description="text hash")
+    def hash(self, obj: Embedding) -> str:
+        return short_hash(obj.text_hash)
+
+    def get_queryset(self, request):
+        # The size from PostgreSQL, so the list never loads whole vectors.
+        queryset = super().get_queryset(request).defer("vector")
+        return queryset.annotate(
+            _dims=Func("vector", function="vector_dims", output_field=IntegerField())
+        )
+
+    @admin.display(description="dimensions")
+    def dimensions(self, obj: Embedding) -> int:
+        return obj._dims

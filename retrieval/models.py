@@ -1,0 +1,81 @@
+from __future__ import annotations
+
+from django.contrib.postgres.indexes import GinIndex
+from django.contrib.postgres.search import SearchVector
+from django.db import models
+from pgvector.django import VectorField
+
+from sources.models import Page
+
+# The full-text index and every keyword query use this one expression, so that
+# PostgreSQL can answer the queries from the index.
+CHUNK_SEARCH_VECTOR = SearchVector("heading", "text", config="english")
+
+
+class ChunkQuerySet(models.QuerySet):
+    def live(self) -> ChunkQuerySet:
+        return self.filter(page__status=Page.Status.LIVE)
+
+
+class Chunk(models.Model):
+    """A heading-delimited piece of a page, as shown to users and embedded."""
+
+    page = models.ForeignKey(Page, on_delete=models.CASCADE, related_name="chunks")
+    position = models.PositiveIntegerField(help_text="Order within the page, from 0.")
+    heading = models.CharField(
+        max_length=1000,
+        blank=True,
+        help_text="Heading path, e.g. Install › Requirements",
+    )
+    text = models.TextField(help_text="The Markdown shown to users.")
+    embed_hash = models.CharField(
+        max_length=64,
+        help_text="SHA-256 of the text that is embedded (title, heading path, text).",
+    )
+    token_count = models.PositiveIntegerField(default=0)
+
+    objects = ChunkQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["page", "position"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["page", "position"], name="chunk_page_position_uniq"
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["embed_hash"], name="chunk_embed_hash_idx"),
+            GinIndex(CHUNK_SEARCH_VECTOR, name="chunk_fts_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.page.url} #{self.position}"
+
+
+class Embedding(models.Model):
+    """The vector of one embedded text in one embedding space.
+
+    Rows are shared by every chunk whose embedded text has this hash, so identical
+    text is embedded once. The column has no fixed dimension: each space gets its
+    own partial HNSW index (see ``retrieval.services.embedding_index_ensure``), which
+    lets a new model fill its space while the old one keeps serving.
+    """
+
+    space = models.CharField(
+        max_length=200,
+        help_text="backend/model/dimensions, e.g. openai/text-embedding-3-small/1536",
+    )
+    text_hash = models.CharField(max_length=64)
+    vector = VectorField()
+    token_count = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["space", "text_hash"], name="embedding_space_hash_uniq"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.space} {self.text_hash[:12]}"

@@ -1,0 +1,265 @@
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.contrib.auth.models import Group
+from django.db import models
+from django.utils import timezone
+
+
+class Source(models.Model):
+    """A site or a set of seed URLs, crawled with one set of rules."""
+
+    class Fetcher(models.TextChoices):
+        CRAWLBASE = "crawlbase", "Crawlbase Enterprise Crawler"
+        DIRECT = "direct", "Built-in polite fetcher"
+
+    name = models.CharField(
+        max_length=200, unique=True, help_text="For example: Django 5.2 documentation."
+    )
+    fetcher = models.CharField(
+        max_length=20,
+        choices=Fetcher.choices,
+        default=Fetcher.DIRECT,
+        help_text="Crawlbase needs CRAWLBASE_TOKEN and CRAWLBASE_CRAWLER to be set.",
+    )
+    seed_urls = models.TextField(
+        "seed URLs",
+        blank=True,
+        help_text="One URL per line, e.g. https://docs.djangoproject.com/en/5.2/",
+    )
+    sitemap_url = models.URLField(
+        "sitemap URL",
+        max_length=2048,
+        blank=True,
+        help_text="e.g. https://docs.djangoproject.com/sitemap-en.xml",
+    )
+    allow_patterns = models.TextField(
+        blank=True,
+        help_text=(
+            "Regular expressions, one per line. A URL must match one of them to be "
+            r"crawled; empty allows the seeds' hosts. e.g. ^https://docs\.example\.com/"
+        ),
+    )
+    deny_patterns = models.TextField(
+        blank=True,
+        help_text=r"Regular expressions, one per line, e.g. /(genindex|search)\.html$",
+    )
+    content_selector = models.CharField(
+        max_length=300,
+        blank=True,
+        help_text="CSS selector of the main content in HTML pages, e.g. div[role=main]",
+    )
+    boilerplate_patterns = models.TextField(
+        blank=True,
+        help_text=(
+            "Regular expressions, one per line; matching lines are removed before "
+            "hashing, e.g. ^Last updated on .*$"
+        ),
+    )
+    recrawl_every = models.DurationField(
+        default=timedelta(days=7),
+        help_text="How often pages are checked again, e.g. 7 00:00:00 for a week.",
+    )
+    allowed_groups = models.ManyToManyField(
+        Group,
+        blank=True,
+        related_name="sources",
+        help_text="Only API users in these groups may search this source. "
+        "Empty: every API user may.",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @staticmethod
+    def _lines(text: str) -> list[str]:
+        return [line.strip() for line in text.splitlines() if line.strip()]
+
+    @property
+    def seeds(self) -> list[str]:
+        return self._lines(self.seed_urls)
+
+
+class Page(models.Model):
+    """One canonical URL, with the latest content the index holds for it."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Waiting for its first crawl"
+        LIVE = "live", "Live"
+        GONE = "gone", "Gone (tombstoned)"
+        REDIRECTED = "redirected", "Redirects to another page"
+
+    source = models.ForeignKey(Source, on_delete=models.CASCADE, related_name="pages")
+    url = models.URLField(
+        "URL",
+        max_length=2048,
+        unique=True,
+        help_text="Canonical URL, e.g. https://docs.djangoproject.com/en/5.2/intro/",
+    )
+    pushed_url = models.URLField(
+        "pushed URL",
+        max_length=2048,
+        blank=True,
+        editable=False,
+        help_text="The URL last sent to the crawler.",
+    )
+    final_url = models.URLField(
+        "final URL",
+        max_length=2048,
+        blank=True,
+        editable=False,
+        help_text="Where the crawler ended up after redirects.",
+    )
+    redirect_to = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="redirected_from",
+        editable=False,
+    )
+    title = models.CharField(max_length=500, blank=True, editable=False)
+    status = models.CharField(
+        max_length=20, choices=Status.choices, default=Status.PENDING, editable=False
+    )
+    content_hash = models.CharField(
+        max_length=64, blank=True, editable=False, help_text="SHA-256 of the Markdown."
+    )
+    markdown = models.TextField(blank=True, editable=False)
+    original_status = models.PositiveSmallIntegerField(
+        null=True, blank=True, editable=False, help_text="The site's last HTTP status."
+    )
+    last_verified_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="Last crawl that saw this content.",
+    )
+    last_changed_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="When the content last changed.",
+    )
+    deleted_at = models.DateTimeField(null=True, blank=True, editable=False)
+    last_failure_at = models.DateTimeField(null=True, blank=True, editable=False)
+    last_error = models.TextField(blank=True, editable=False)
+    failure_count = models.PositiveIntegerField(
+        default=0, editable=False, help_text="Failed crawls since the last good one."
+    )
+    recrawl_every = models.DurationField(
+        null=True,
+        blank=True,
+        help_text="Overrides the source's interval for this page, e.g. 1 00:00:00.",
+    )
+    next_crawl_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["url"]
+        indexes = [
+            models.Index(fields=["next_crawl_at"], name="page_next_crawl_idx"),
+            models.Index(fields=["source", "status"], name="page_source_status_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return self.url
+
+    @property
+    def interval(self) -> timedelta:
+        return self.recrawl_every or self.source.recrawl_every
+
+    @property
+    def is_live(self) -> bool:
+        return self.status == self.Status.LIVE
+
+
+class PageVersion(models.Model):
+    """One step in a page's history: new content, a tombstone, or a return."""
+
+    class Kind(models.TextChoices):
+        CHANGED = "changed", "Content changed"
+        DELETED = "deleted", "Tombstoned (404/410)"
+        RESTORED = "restored", "Back after a tombstone"
+
+    page = models.ForeignKey(Page, on_delete=models.CASCADE, related_name="versions")
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+    content_hash = models.CharField(max_length=64, blank=True)
+    markdown = models.TextField(blank=True, help_text="The content, kept for diffs.")
+    delivery = models.ForeignKey(
+        "Delivery", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    recorded_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-recorded_at"]
+        indexes = [
+            models.Index(fields=["page", "-recorded_at"], name="pageversion_page_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.page} {self.kind} at {self.recorded_at:%Y-%m-%d %H:%M}"
+
+
+class Delivery(models.Model):
+    """One page delivered by a crawler, claimed by its request id (rid) exactly once."""
+
+    class State(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        PROCESSING = "processing", "Processing"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed after retries"
+
+    class Outcome(models.TextChoices):
+        EMBEDDED = "embedded", "Embedded (content changed)"
+        UNCHANGED = "unchanged", "Unchanged (verified)"
+        DELETED = "deleted", "Deleted (tombstoned)"
+        SKIPPED = "skipped", "Skipped (crawler or site failure)"
+        REJECTED = "rejected", "Rejected (bad input)"
+        FAILED = "failed", "Failed"
+
+    rid = models.CharField(
+        "request id", max_length=100, unique=True, help_text="Crawlbase's rid."
+    )
+    url = models.URLField("URL", max_length=2048)
+    original_status = models.PositiveSmallIntegerField(null=True, blank=True)
+    crawler_status = models.PositiveSmallIntegerField(
+        null=True,
+        blank=True,
+        help_text="PC-Status (or CB-Status): the crawler's verdict.",
+    )
+    content_type = models.CharField(max_length=200, blank=True)
+    body = models.BinaryField(
+        null=True, editable=False, help_text="Raw body, kept until processed."
+    )
+    body_bytes = models.PositiveIntegerField(default=0)
+    received_at = models.DateTimeField(default=timezone.now)
+    processed_at = models.DateTimeField(null=True, blank=True)
+    state = models.CharField(max_length=20, choices=State.choices, default=State.QUEUED)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    outcome = models.CharField(max_length=20, choices=Outcome.choices, blank=True)
+    error = models.TextField(blank=True)
+    page = models.ForeignKey(
+        Page,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="deliveries",
+    )
+
+    class Meta:
+        verbose_name_plural = "deliveries"
+        ordering = ["-received_at"]
+        indexes = [
+            models.Index(fields=["state", "received_at"], name="delivery_state_idx"),
+            models.Index(fields=["-received_at"], name="delivery_received_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.rid} {self.url}"

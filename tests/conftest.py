@@ -1,0 +1,53 @@
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def subprocess_env(**overrides: str) -> dict[str, str]:
+    """The environment for a child ``manage.py``: the test database, same settings."""
+    from django.db import connection
+
+    env = dict(os.environ)
+    env.update(
+        DJANGO_SETTINGS_MODULE="kbsite.settings",
+        PYTHONPATH=str(ROOT),
+        PYTHONUNBUFFERED="1",
+    )
+    if "EMBEDDED_ROOT" in connection.settings_dict:
+        env["EMBEDDED_DB_NAME"] = connection.settings_dict["NAME"]
+    else:
+        env["DATABASE_URL"] = _database_url(connection.settings_dict)
+    env.update(overrides)
+    return env
+
+
+def _database_url(db: dict) -> str:
+    from urllib.parse import quote
+
+    auth = quote(db["USER"] or "")
+    if db.get("PASSWORD"):
+        auth += ":" + quote(db["PASSWORD"])
+    host = quote(db.get("HOST") or "", safe="")
+    port = f":{db['PORT']}" if db.get("PORT") else ""
+    return f"postgres://{auth}@{host}{port}/{db['NAME']}"
+
+
+PYTHON = sys.executable
+
+
+@pytest.fixture
+def manage_py():
+    return [PYTHON, str(ROOT / "manage.py")]

@@ -1,0 +1,122 @@
+from __future__ import annotations
+
+from django.db import connection
+from django.test import TestCase
+
+from retrieval.embeddings import get_embedder
+from retrieval.models import Chunk, Embedding
+from retrieval.services import embedding_index_ensure, embedding_index_name
+from sources.models import Page, Source
+
+
+def fetch(sql: str, params: list | None = None) -> list[tuple]:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params or [])
+        return cursor.fetchall()
+
+
+def index_definition(name: str) -> str:
+    rows = fetch("SELECT indexdef FROM pg_indexes WHERE indexname = %s", [name])
+    assert rows, f"index {name} does not exist"
+    return rows[0][0]
+
+
+class SchemaTests(TestCase):
+    def test_the_vector_extension_is_installed(self):
+        rows = fetch("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
+
+        assert len(rows) == 1
+        major, minor = (int(part) for part in rows[0][0].split(".")[:2])
+        assert (major, minor) >= (0, 6)
+
+    def test_the_active_embedding_space_has_an_hnsw_cosine_index(self):
+        space = get_embedder().space
+        definition = index_definition(embedding_index_name(space))
+
+        assert "USING hnsw" in definition
+        assert "vector_cosine_ops" in definition
+        assert f"vector({get_embedder().dimensions})" in definition
+        assert space in definition
+
+    def test_chunk_text_has_a_gin_full_text_index(self):
+        definition = index_definition("chunk_fts_idx")
+
+        assert "USING gin" in definition
+        assert "to_tsvector('english'::regconfig" in definition
+
+    def test_freshness_lives_on_pages_and_not_on_vector_rows(self):
+        page_columns = {f.column for f in Page._meta.fields}
+        vector_columns = {f.column for f in Embedding._meta.fields}
+
+        assert {"last_verified_at", "last_changed_at"} <= page_columns
+        assert not {"last_verified_at", "last_changed_at"} & vector_columns
+
+    def test_vectors_are_unique_per_space_and_text_hash(self):
+        definition = index_definition("embedding_space_hash_uniq")
+
+        assert "UNIQUE" in definition
+        assert "(space, text_hash)" in definition
+
+    def test_a_nearest_neighbour_query_uses_the_hnsw_index(self):
+        embedder = get_embedder()
+        probe = embedder.embed(["how do I install it"])[0]
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL enable_seqscan = off")
+            cursor.execute(
+                f"EXPLAIN SELECT id FROM retrieval_embedding WHERE space = %s "
+                f"ORDER BY vector::vector({embedder.dimensions}) <=> %s::vector "
+                "LIMIT 5",
+                [embedder.space, str(probe)],
+            )
+            plan = "\n".join(row[0] for row in cursor.fetchall())
+
+        assert embedding_index_name(embedder.space) in plan
+
+    def test_ensuring_an_index_twice_is_harmless(self):
+        first = embedding_index_ensure(space="test/other/8", dimensions=8)
+        second = embedding_index_ensure(space="test/other/8", dimensions=8)
+
+        assert first == second
+        assert "vector(8)" in index_definition(first)
+
+
+class VectorRoundTripTests(TestCase):
+    @classmethod
+    def setUpTestData(cls):
+        cls.source = Source.objects.create(name="Example docs")
+        cls.page = Page.objects.create(
+            source=cls.source, url="https://docs.example.com/install/", title="Install"
+        )
+
+    def test_a_page_with_chunks_round_trips_its_vectors(self):
+        embedder = get_embedder()
+        texts = ["Install with pip install example.", "Configure EXAMPLE_HOME first."]
+        vectors = embedder.embed(texts)
+        for position, (text, vector) in enumerate(zip(texts, vectors, strict=True)):
+            digest = f"{position:064x}"
+            Chunk.objects.create(
+                page=self.page, position=position, text=text, embed_hash=digest
+            )
+            Embedding.objects.create(
+                space=embedder.space, text_hash=digest, vector=vector
+            )
+
+        chunks = list(self.page.chunks.order_by("position"))
+        stored = dict(
+            Embedding.objects.filter(
+                space=embedder.space, text_hash__in=[c.embed_hash for c in chunks]
+            ).values_list("text_hash", "vector")
+        )
+
+        assert [c.text for c in chunks] == texts
+        for chunk, vector in zip(chunks, vectors, strict=True):
+            got = stored[chunk.embed_hash]
+            assert len(got) == embedder.dimensions
+            assert max(abs(a - b) for a, b in zip(got, vector, strict=True)) < 1e-6
+
+    def test_deleting_a_page_removes_its_chunks(self):
+        Chunk.objects.create(page=self.page, position=0, text="x", embed_hash="0" * 64)
+
+        self.page.delete()
+
+        assert not Chunk.objects.exists()

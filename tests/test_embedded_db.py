@@ -1,0 +1,98 @@
+"""The embedded PostgreSQL is shared by every process and outlives none of them."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from kbsite.pgembedded.server import EmbeddedPostgres
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.slow
+
+HOLD = textwrap.dedent(
+    """
+    import sys, psycopg
+    from kbsite.pgembedded.server import EmbeddedPostgres
+    info = EmbeddedPostgres.at(sys.argv[1]).hold("kb")
+    with psycopg.connect(host=str(info.socket_dir), port=info.port, user="postgres",
+                         dbname="kb", autocommit=True) as conn:
+        conn.execute(sys.argv[2])
+        print(conn.execute("SELECT count(*) FROM notes").fetchone()[0], flush=True)
+    if len(sys.argv) > 3:
+        sys.stdin.read()  # keep holding until the test closes our stdin
+    """
+)
+
+
+def run_holder(root, statement: str) -> str:
+    result = subprocess.run(
+        [sys.executable, "-c", HOLD, str(root), statement],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip()
+
+
+def start_long_holder(root, statement: str) -> subprocess.Popen:
+    process = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(root), statement, "hold"],
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout.readline().strip() != ""
+    return process
+
+
+def test_processes_share_one_server_and_the_last_one_out_stops_it(tmp_path):
+    root = tmp_path / "var"
+    server = EmbeddedPostgres.at(root)
+    holder = start_long_holder(root, "CREATE TABLE notes (body text)")
+    try:
+        assert server.running() is not None
+        assert server.live_holders() == [holder.pid]
+
+        # A short-lived process joins the running server and leaves it running.
+        assert (
+            run_holder(root, "INSERT INTO notes VALUES ('from a second process')")
+            == "1"
+        )
+        assert server.running() is not None
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=60)
+
+    assert server.running() is None
+    assert server.live_holders() == []
+
+
+def test_a_holder_killed_with_sigkill_does_not_keep_the_server_forever(tmp_path):
+    root = tmp_path / "var"
+    server = EmbeddedPostgres.at(root)
+    holder = start_long_holder(root, "CREATE TABLE notes (body text)")
+    holder.kill()
+    holder.wait(timeout=10)
+    assert server.running() is not None, "the killed holder could not stop it"
+
+    # The next process notices the dead holder and, leaving last, stops the server.
+    assert run_holder(root, "INSERT INTO notes VALUES ('after the crash')") == "1"
+
+    assert server.running() is None
+    assert server.live_holders() == []
+
+
+def test_data_survives_a_restart(tmp_path):
+    root = tmp_path / "var"
+    run_holder(root, "CREATE TABLE notes (body text)")
+    run_holder(root, "INSERT INTO notes VALUES ('first run')")
+
+    assert run_holder(root, "SELECT 1") == "1"
+    assert EmbeddedPostgres.at(root).running() is None

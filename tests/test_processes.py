@@ -1,0 +1,107 @@
+"""Several processes on one database: the shell, the web server and the worker."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+import urllib.error
+import urllib.request
+
+import psutil
+import pytest
+
+from sources.models import Source
+from tests.conftest import PYTHON, ROOT, free_port, subprocess_env
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+
+def manage(*args: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [PYTHON, "manage.py", *args],
+        cwd=ROOT,
+        env=subprocess_env(**env),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_a_manage_py_shell_in_another_process_sees_the_same_data():
+    Source.objects.create(name="Written by the test process")
+
+    result = manage(
+        "shell",
+        "-c",
+        "from sources.models import Source; "
+        "print(Source.objects.get(name='Written by the test process').name); "
+        "Source.objects.create(name='Written by the shell')",
+    )
+
+    assert result.returncode == 0, result.stderr
+    assert "Written by the test process" in result.stdout
+    assert Source.objects.filter(name="Written by the shell").exists()
+
+
+def get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
+def wait_for(url: str, seconds: float) -> tuple[int, str]:
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            return get(url)
+        except (urllib.error.URLError, ConnectionError):
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.25)
+
+
+def test_serve_runs_web_and_worker_and_ctrl_c_stops_both():
+    port = free_port()
+    process = subprocess.Popen(
+        [
+            PYTHON,
+            "manage.py",
+            "serve",
+            "--bind",
+            f"127.0.0.1:{port}",
+            "--web-workers",
+            "2",
+        ],
+        cwd=ROOT,
+        env=subprocess_env(
+            DJANGO_SUPERUSER_USERNAME="editor",
+            DJANGO_SUPERUSER_PASSWORD="a long test password",
+            DJANGO_SUPERUSER_EMAIL="editor@example.com",
+        ),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        status, body = wait_for(f"http://127.0.0.1:{port}/admin/login/", 60)
+        assert status == 200
+        assert "Knowledge base" in body
+        status, schema = get(f"http://127.0.0.1:{port}/api/schema/")
+        assert status == 200
+        assert schema.startswith("openapi:")
+        assert get(f"http://127.0.0.1:{port}/healthz/") == (200, '{"ok": true}')
+        status, css = get(f"http://127.0.0.1:{port}/static/admin/css/base.css")
+        assert status == 200 and "body" in css
+        children = psutil.Process(process.pid).children(recursive=True)
+        commands = " ".join(" ".join(child.cmdline()) for child in children)
+        assert "gunicorn" in commands and "qcluster" in commands
+    finally:
+        process.send_signal(signal.SIGINT)
+        output, _ = process.communicate(timeout=60)
+
+    assert process.returncode == 0, output
+    assert "log in as editor" in output
+    assert not [child for child in children if child.is_running()]

@@ -1,0 +1,118 @@
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+
+from kbsite.env import env_bool, env_choice, env_int, env_list, env_secret
+from retrieval.embeddings import build_embedder
+from tests.conftest import ROOT, subprocess_env
+
+
+def run_check(**env: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "manage.py", "check"],
+        cwd=ROOT,
+        env=subprocess_env(**env),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_a_bad_embedding_backend_stops_start_up_with_a_message_naming_it():
+    result = run_check(EMBEDDING_BACKEND="bogus")
+
+    assert result.returncode != 0
+    assert "ImproperlyConfigured" in result.stderr
+    assert "EMBEDDING_BACKEND='bogus' is not one of: hashing, local, openai" in (
+        result.stderr
+    )
+
+
+def test_the_openai_backend_without_an_api_key_is_refused():
+    result = run_check(EMBEDDING_BACKEND="openai", OPENAI_API_KEY="")
+
+    assert result.returncode != 0
+    assert "EMBEDDING_BACKEND='openai' needs OPENAI_API_KEY" in result.stderr
+
+
+def test_a_database_url_that_is_not_postgresql_is_refused():
+    result = run_check(DATABASE_URL="sqlite:///db.sqlite3")
+
+    assert result.returncode != 0
+    assert "DATABASE_URL must point to PostgreSQL" in result.stderr
+
+
+def test_the_default_settings_pass_the_system_checks():
+    result = run_check()
+
+    assert result.returncode == 0, result.stderr
+    assert "no issues" in result.stdout
+
+
+def test_build_embedder_names_an_unknown_backend():
+    with pytest.raises(ImproperlyConfigured, match="EMBEDDING_BACKEND='word2vec'"):
+        build_embedder("word2vec", "x", 8)
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [("true", True), ("1", True), ("On", True), ("false", False), ("0", False)],
+)
+def test_booleans_accept_the_usual_spellings(monkeypatch, raw, expected):
+    monkeypatch.setenv("DEBUG", raw)
+
+    assert env_bool("DEBUG", not expected) is expected
+
+
+def test_a_boolean_that_is_neither_is_refused(monkeypatch):
+    monkeypatch.setenv("DEBUG", "maybe")
+
+    with pytest.raises(ImproperlyConfigured, match="DEBUG='maybe' is not a boolean"):
+        env_bool("DEBUG", False)
+
+
+def test_whole_numbers_are_checked_for_form_and_range(monkeypatch):
+    monkeypatch.setenv("PORT", "eighty")
+    with pytest.raises(ImproperlyConfigured, match="PORT='eighty' is not a whole"):
+        env_int("PORT", 8000)
+
+    monkeypatch.setenv("PORT", "70000")
+    with pytest.raises(ImproperlyConfigured, match="PORT=70000 must be at least 1"):
+        env_int("PORT", 8000, minimum=1, maximum=65535)
+
+    monkeypatch.setenv("PORT", "8080")
+    assert env_int("PORT", 8000, minimum=1, maximum=65535) == 8080
+
+
+def test_unset_variables_take_their_defaults(monkeypatch):
+    monkeypatch.delenv("KB_UNSET", raising=False)
+
+    assert env_int("KB_UNSET", 7) == 7
+    assert env_list("KB_UNSET", ["a"]) == ["a"]
+    assert env_choice("KB_UNSET", "x", ["x", "y"]) == "x"
+
+
+def test_lists_are_comma_separated_and_trimmed(monkeypatch):
+    monkeypatch.setenv("ALLOWED_HOSTS", " kb.example.com , ,localhost")
+
+    assert env_list("ALLOWED_HOSTS") == ["kb.example.com", "localhost"]
+
+
+def test_a_secret_can_come_from_a_file(monkeypatch, tmp_path):
+    secret = tmp_path / "token"
+    secret.write_text("s3cret\n")
+    monkeypatch.setenv("WEBHOOK_TOKEN", "from-env")
+    monkeypatch.setenv("WEBHOOK_TOKEN_FILE", str(secret))
+
+    assert env_secret("WEBHOOK_TOKEN") == "s3cret"
+
+
+def test_an_unreadable_secret_file_is_named(monkeypatch, tmp_path):
+    monkeypatch.setenv("WEBHOOK_TOKEN_FILE", str(tmp_path / "missing"))
+
+    with pytest.raises(ImproperlyConfigured, match="WEBHOOK_TOKEN_FILE="):
+        env_secret("WEBHOOK_TOKEN")
