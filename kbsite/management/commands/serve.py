@@ -10,7 +10,7 @@ import time
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 from django.db import connection
 
 STOP_GRACE_SECONDS = 20
@@ -68,6 +68,7 @@ class Command(BaseCommand):
             "--workers", str(workers),
             "--graceful-timeout", "10",
             "--access-logfile", "-",
+            "--no-control-socket",
         ]  # fmt: skip
         return subprocess.Popen(command, cwd=settings.BASE_DIR)
 
@@ -75,7 +76,12 @@ class Command(BaseCommand):
         users = get_user_model().objects
         username = settings.DJANGO_SUPERUSER_USERNAME
         if username and not users.filter(username=username).exists():
-            call_command("createsuperuser", interactive=False, verbosity=0)
+            try:
+                call_command("createsuperuser", interactive=False, verbosity=0)
+            except CommandError as exc:
+                raise CommandError(
+                    f"Cannot create the admin user from DJANGO_SUPERUSER_*: {exc}"
+                ) from exc
             self.stdout.write(f"Created the admin user {username!r}.")
         url = f"http://{bind}/admin/"
         names = list(users.filter(is_superuser=True).values_list("username", flat=True))
