@@ -3,15 +3,22 @@ PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+LOCAL_STAMP := $(VENV)/.installed-local
+# The local embedding model (torch, sentence-transformers) only when it is used.
+RUN_DEPS := $(STAMP) $(if $(filter local,$(EMBEDDING_BACKEND)),$(LOCAL_STAMP))
 
-.PHONY: run test lint check migrate superuser bench stop-db clean
+.PHONY: run test lint migrate superuser stop-db clean
 
 $(STAMP): requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
 	touch $(STAMP)
 
-migrate: $(STAMP)
+$(LOCAL_STAMP): requirements-local.txt $(STAMP)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-local.txt
+	touch $(LOCAL_STAMP)
+
+migrate: $(RUN_DEPS)
 	$(PY) manage.py migrate --noinput
 
 run: migrate
@@ -23,7 +30,7 @@ lint: $(STAMP)
 	$(PY) manage.py makemigrations --check --dry-run
 	$(PY) manage.py check --fail-level WARNING
 
-test: lint
+test: lint $(LOCAL_STAMP)
 	$(VENV)/bin/pytest
 
 superuser: $(STAMP)

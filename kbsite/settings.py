@@ -142,6 +142,7 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "kbsite.api.exception_handler",
     "DEFAULT_THROTTLE_RATES": {
         "query": env_str("API_QUERY_RATE", "60/min"),
         "search": env_str("API_SEARCH_RATE", "300/min"),
@@ -159,6 +160,14 @@ SPECTACULAR_SETTINGS = {
 
 # -- Crawling and ingest -------------------------------------------------------
 WEBHOOK_TOKEN = env_secret("WEBHOOK_TOKEN")
+# Largest delivery accepted, compressed or inflated; bigger ones get 413.
+WEBHOOK_MAX_BODY_BYTES = env_int(
+    "WEBHOOK_MAX_BODY_BYTES", 10 * 1024 * 1024, minimum=1024
+)
+# Attempts at a delivery before it is marked failed (then re-queued from the admin).
+DELIVERY_MAX_ATTEMPTS = env_int("DELIVERY_MAX_ATTEMPTS", 5, minimum=1)
+# First retry delay in seconds; each further attempt waits four times longer.
+DELIVERY_RETRY_SECONDS = env_int("DELIVERY_RETRY_SECONDS", 30, minimum=0)
 CRAWLBASE_TOKEN = env_secret("CRAWLBASE_TOKEN")
 CRAWLBASE_CRAWLER = env_str("CRAWLBASE_CRAWLER")
 
@@ -179,6 +188,8 @@ EMBEDDING_DIMENSIONS = env_int(
 )
 OPENAI_API_KEY = env_secret("OPENAI_API_KEY")
 OPENAI_BASE_URL = env_str("OPENAI_BASE_URL")
+OPENAI_MAX_RETRIES = env_int("OPENAI_MAX_RETRIES", 5)
+OPENAI_TIMEOUT = env_int("OPENAI_TIMEOUT", 60, minimum=1)
 CHAT_MODEL = env_str("CHAT_MODEL")
 if EMBEDDING_BACKEND == "openai" and not OPENAI_API_KEY:
     raise ImproperlyConfigured("EMBEDDING_BACKEND='openai' needs OPENAI_API_KEY")
@@ -190,9 +201,9 @@ Q_CLUSTER = {
     "name": "kb",
     "orm": "default",
     "workers": env_int("Q_WORKERS", 2, minimum=1),
-    "timeout": env_int("Q_TIMEOUT", 300, minimum=10),
+    "timeout": env_int("Q_TIMEOUT", 300, minimum=1),
     # A job not acknowledged by then (its worker died) goes back on the queue.
-    "retry": env_int("Q_TIMEOUT", 300, minimum=10) + 60,
+    "retry": env_int("Q_RETRY", env_int("Q_TIMEOUT", 300, minimum=1) + 60, minimum=2),
     "max_attempts": 5,
     "catch_up": False,
     "save_limit": 1000,

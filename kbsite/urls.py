@@ -1,5 +1,5 @@
 from django.contrib import admin
-from django.urls import path
+from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from kbsite.views import healthz
@@ -15,4 +15,5 @@ urlpatterns = [
         "api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"
     ),
     path("healthz/", healthz, name="healthz"),
+    path("webhooks/", include("ingest.urls")),
 ]

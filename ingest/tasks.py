@@ -1,0 +1,9 @@
+"""django-q2 entry points: they take ids, never payloads, and call one service."""
+
+from __future__ import annotations
+
+from ingest.services import delivery_process
+
+
+def delivery_process_task(delivery_id: int) -> str | None:
+    return delivery_process(delivery_id=delivery_id)

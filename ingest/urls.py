@@ -1,0 +1,8 @@
+from django.urls import path
+
+from ingest.views import CrawlbaseWebhookView
+
+app_name = "ingest"
+urlpatterns = [
+    path("crawlbase/", CrawlbaseWebhookView.as_view(), name="crawlbase-webhook"),
+]

@@ -1,0 +1,143 @@
+"""A local stand-in for the OpenAI embeddings endpoint, spoken to by the real client.
+
+``POST /v1/embeddings`` answers exactly as OpenAI does (float or base64 encoding, usage
+counts, error bodies), with deterministic vectors. Tests can count what it was sent,
+make it fail with a status for the next N requests, or hold requests at a gate.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import struct
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from ingest.tokens import count_tokens
+from retrieval.embeddings import HashingEmbedder
+
+
+class FakeOpenAI:
+    def __init__(self) -> None:
+        self.requests = 0
+        self.inputs = 0
+        self.tokens = 0
+        self.seen: list[str] = []
+        self.failures: list[int] = []
+        self.gate = threading.Event()
+        self.gate.set()
+        self.waiting = threading.Event()
+        self.lock = threading.Lock()
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def __enter__(self) -> FakeOpenAI:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.gate.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+    def fail_next(self, count: int, status: int = 500) -> None:
+        with self.lock:
+            self.failures.extend([status] * count)
+
+    def hold(self) -> None:
+        """Requests wait until ``release()``; ``waiting`` is set when one arrives."""
+        self.waiting.clear()
+        self.gate.clear()
+
+    def release(self) -> None:
+        self.gate.set()
+
+    def answer(self, payload: dict) -> tuple[int, dict]:
+        self.waiting.set()
+        self.gate.wait(timeout=120)
+        with self.lock:
+            if self.failures:
+                status = self.failures.pop(0)
+                return status, _error(status)
+        texts = payload.get("input")
+        if isinstance(texts, str):
+            texts = [texts]
+        if not isinstance(texts, list) or not texts or "model" not in payload:
+            return 400, _error(400, "'input' and 'model' are required")
+        dims = int(payload.get("dimensions") or 1536)
+        embedder = HashingEmbedder("fake", dims)
+        tokens = sum(count_tokens(text) for text in texts)
+        with self.lock:
+            self.requests += 1
+            self.inputs += len(texts)
+            self.tokens += tokens
+            self.seen.extend(texts)
+        as_base64 = payload.get("encoding_format") == "base64"
+        data = [
+            {
+                "object": "embedding",
+                "index": index,
+                "embedding": _b64(vector) if as_base64 else vector,
+            }
+            for index, vector in enumerate(embedder.embed(texts))
+        ]
+        usage = {"prompt_tokens": tokens, "total_tokens": tokens}
+        return 200, {
+            "object": "list",
+            "data": data,
+            "model": payload["model"],
+            "usage": usage,
+        }
+
+
+def _b64(vector: list[float]) -> str:
+    return base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode()
+
+
+def _error(status: int, message: str = "") -> dict:
+    kinds = {429: "rate_limit_exceeded", 400: "invalid_request_error"}
+    return {
+        "error": {
+            "message": message or f"fake error {status}",
+            "type": kinds.get(status, "server_error"),
+            "param": None,
+            "code": kinds.get(status),
+        }
+    }
+
+
+def _handler(fake: FakeOpenAI):
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            if self.path.rstrip("/") != "/v1/embeddings":
+                return self._send(404, _error(404, "unknown path"))
+            if not self.headers.get("Authorization", "").startswith("Bearer "):
+                return self._send(401, _error(401, "missing API key"))
+            length = int(self.headers.get("Content-Length") or 0)
+            try:
+                payload = json.loads(self.rfile.read(length))
+            except json.JSONDecodeError:
+                return self._send(400, _error(400, "body is not JSON"))
+            status, body = fake.answer(payload)
+            self._send(status, body)
+
+        def _send(self, status: int, body: dict) -> None:
+            data = json.dumps(body).encode()
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client (a killed worker) is gone
+
+        def log_message(self, *args) -> None:
+            pass
+
+    return Handler

@@ -1,0 +1,120 @@
+from __future__ import annotations
+
+import math
+
+import openai
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+from django.test import override_settings
+
+from retrieval.embeddings import HashingEmbedder, OpenAIEmbedder, build_embedder
+from tests.fakes.openai_api import FakeOpenAI
+
+
+def cosine(a: list[float], b: list[float]) -> float:
+    return sum(x * y for x, y in zip(a, b, strict=True))
+
+
+def test_hashing_vectors_are_deterministic_unit_vectors():
+    embedder = HashingEmbedder("hashing-v1", 64)
+    first, again, other = embedder.embed(
+        ["Install the package", "Install the package", "x"]
+    )
+
+    assert first == again
+    assert len(first) == 64
+    assert math.isclose(math.sqrt(sum(v * v for v in first)), 1.0, rel_tol=1e-9)
+    assert first != other
+    assert embedder.space == "hashing/hashing-v1/64"
+
+
+def test_hashing_an_empty_text_still_gives_a_unit_vector():
+    (vector,) = HashingEmbedder("hashing-v1", 8).embed([""])
+
+    assert math.isclose(sum(v * v for v in vector), 1.0)
+
+
+def test_shared_words_make_hashing_vectors_closer():
+    embedder = HashingEmbedder("hashing-v1", 384)
+    query, near, far = embedder.embed(
+        ["configure the database url", "set the database url to configure it", "cats"]
+    )
+
+    assert cosine(query, near) > cosine(query, far)
+
+
+@pytest.fixture
+def fake_openai():
+    with (
+        FakeOpenAI() as fake,
+        override_settings(
+            OPENAI_API_KEY="sk-test",
+            OPENAI_BASE_URL=fake.base_url,
+            OPENAI_MAX_RETRIES=2,
+        ),
+    ):
+        yield fake
+
+
+def test_the_openai_backend_speaks_to_any_compatible_endpoint(fake_openai):
+    embedder = OpenAIEmbedder("text-embedding-3-small", 256)
+
+    vectors = embedder.embed(["alpha", "beta gamma"])
+
+    assert [len(v) for v in vectors] == [256, 256]
+    assert vectors[0] != vectors[1]
+    assert (fake_openai.requests, fake_openai.inputs) == (1, 2)
+    assert embedder.space == "openai/text-embedding-3-small/256"
+
+
+def test_the_openai_client_retries_rate_limits_and_server_errors(fake_openai):
+    fake_openai.fail_next(1, status=429)
+    fake_openai.fail_next(1, status=503)
+
+    vectors = OpenAIEmbedder("text-embedding-3-small", 32).embed(["alpha"])
+
+    assert len(vectors) == 1
+    assert fake_openai.requests == 1, "two failures, then one good answer"
+
+
+def test_persistent_provider_errors_are_raised(fake_openai):
+    fake_openai.fail_next(10, status=500)
+
+    with pytest.raises(openai.InternalServerError):
+        OpenAIEmbedder("text-embedding-3-small", 32).embed(["alpha"])
+
+
+def test_a_model_returning_the_wrong_size_is_an_error(fake_openai):
+    # Only text-embedding-3 models are asked for a size; this one answers with 1536.
+    with pytest.raises(ValueError, match="EMBEDDING_DIMENSIONS is 32"):
+        OpenAIEmbedder("some-compatible-model", 32).embed(["alpha"])
+
+
+def test_the_local_backend_loads_its_model_offline_and_understands_meaning():
+    pytest.importorskip("sentence_transformers")
+    embedder = build_embedder("local", "all-MiniLM-L6-v2", 384)
+
+    query, near, far = embedder.embed(
+        [
+            "How do I install the library?",
+            "Installation guide for the package",
+            "Weather",
+        ]
+    )
+
+    assert len(query) == 384
+    assert cosine(query, near) > cosine(query, far) + 0.2
+
+
+def test_the_local_backend_refuses_a_wrong_dimension():
+    pytest.importorskip("sentence_transformers")
+
+    with pytest.raises(ImproperlyConfigured, match="EMBEDDING_DIMENSIONS=512"):
+        build_embedder("local", "all-MiniLM-L6-v2", 512)
+
+
+def test_the_local_backend_refuses_an_unknown_model_name():
+    pytest.importorskip("sentence_transformers")
+
+    with pytest.raises(ImproperlyConfigured, match="neither all-MiniLM-L6-v2"):
+        build_embedder("local", "bert-on-the-hub", 384)

@@ -1,0 +1,279 @@
+"""The ingest job's decisions, one delivery at a time."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from unittest import mock
+
+from django.test import override_settings
+from django_q.models import OrmQ, Schedule
+
+from ingest.services import delivery_process, delivery_requeue
+from retrieval.models import Chunk, Embedding
+from sources.models import Delivery, Page, PageVersion
+from tests.world import INSTALL, INSTALL_EDITED, SITE, IngestWorld
+
+URL = f"{SITE}/install/"
+
+
+class FailingEmbedder:
+    space = "hashing/hashing-v1/384"
+    dimensions = 384
+
+    def embed(self, texts):
+        raise ConnectionError("embedding provider unavailable")
+
+
+class FirstCrawlTests(IngestWorld):
+    def test_a_new_page_is_embedded_and_goes_live(self):
+        delivery = self.ingest()
+
+        page = self.page()
+        assert delivery.outcome == Delivery.Outcome.EMBEDDED
+        assert delivery.state == Delivery.State.DONE
+        assert delivery.body is None, "the raw body is dropped once processed"
+        assert page.status == Page.Status.LIVE
+        assert page.title == "Install"
+        assert "You need Python 3.11" in page.markdown
+        assert "Home · Guide" not in page.markdown, "navigation is not content"
+        assert page.last_verified_at == page.last_changed_at == delivery.received_at
+        assert page.next_crawl_at == delivery.received_at + page.source.recrawl_every
+        assert page.chunks.count() >= 2
+        hashes = set(page.chunks.values_list("embed_hash", flat=True))
+        assert set(Embedding.objects.values_list("text_hash", flat=True)) == hashes
+        assert page.versions.get().kind == PageVersion.Kind.CHANGED
+
+    def test_a_markdown_delivery_is_taken_as_it_comes(self):
+        self.ingest(body="# Guide\n\nRead this.\r\n", content_type="text/markdown")
+
+        assert self.page().markdown == "# Guide\n\nRead this.\n"
+        assert self.page().title == "Guide"
+
+    def test_a_url_no_source_covers_is_rejected(self):
+        delivery = self.ingest("https://elsewhere.example.org/")
+
+        assert delivery.outcome == Delivery.Outcome.REJECTED
+        assert not Page.objects.exists()
+
+    def test_a_finished_delivery_is_not_processed_again(self):
+        delivery = self.ingest()
+
+        assert delivery_process(delivery_id=delivery.pk) is None
+        assert PageVersion.objects.count() == 1
+
+
+class RecrawlTests(IngestWorld):
+    def setUp(self):
+        self.first = self.ingest()
+
+    def test_identical_content_only_bumps_last_verified_at(self):
+        before = self.page()
+        embeddings = Embedding.objects.count()
+
+        second = self.ingest()
+
+        page = self.page()
+        assert second.outcome == Delivery.Outcome.UNCHANGED
+        assert page.last_verified_at == second.received_at > before.last_verified_at
+        assert page.last_changed_at == before.last_changed_at
+        assert Embedding.objects.count() == embeddings
+        assert PageVersion.objects.count() == 1
+
+    def test_changed_content_swaps_chunks_and_records_a_version(self):
+        old_chunks = set(self.page().chunks.values_list("embed_hash", flat=True))
+
+        second = self.ingest(body=INSTALL_EDITED)
+
+        page = self.page()
+        new_chunks = set(page.chunks.values_list("embed_hash", flat=True))
+        assert second.outcome == Delivery.Outcome.EMBEDDED
+        assert "Python 3.12" in page.markdown
+        assert page.last_changed_at == second.received_at
+        assert new_chunks != old_chunks
+        assert len(new_chunks & old_chunks) >= 1, "the untouched section kept its chunk"
+        assert PageVersion.objects.filter(kind=PageVersion.Kind.CHANGED).count() == 2
+
+    def test_404_tombstones_and_a_later_200_brings_the_page_back(self):
+        gone = self.ingest(original_status=404, body="Not found")
+
+        page = self.page()
+        assert gone.outcome == Delivery.Outcome.DELETED
+        assert page.status == Page.Status.GONE
+        assert page.deleted_at == gone.received_at
+        assert page.content_hash == ""
+        assert not Chunk.objects.filter(page=page).exists()
+        assert not Chunk.objects.live().exists()
+
+        back = self.ingest()
+
+        page = self.page()
+        assert back.outcome == Delivery.Outcome.EMBEDDED
+        assert page.status == Page.Status.LIVE
+        assert page.deleted_at is None
+        assert page.chunks.exists()
+        kinds = list(
+            page.versions.order_by("recorded_at").values_list("kind", flat=True)
+        )
+        assert kinds == ["changed", "deleted", "restored"]
+
+    def test_410_also_tombstones(self):
+        assert self.ingest(original_status=410).outcome == Delivery.Outcome.DELETED
+
+    def test_a_captcha_page_embeds_nothing_and_keeps_the_old_version(self):
+        before = self.page()
+        embeddings = Embedding.objects.count()
+
+        captcha = self.ingest(body="<p>Are you a robot?</p>", crawler_status=503)
+
+        page = self.page()
+        assert captcha.outcome == Delivery.Outcome.SKIPPED
+        assert "crawler status 503" in captcha.error
+        assert Embedding.objects.count() == embeddings
+        assert page.content_hash == before.content_hash
+        assert page.last_verified_at == before.last_verified_at
+        assert page.failure_count == 1
+        assert page.last_error == "crawler status 503"
+        assert page.next_crawl_at < captcha.received_at + page.interval
+
+    def test_site_errors_keep_the_current_version(self):
+        for status in [500, 503, 403, 429]:
+            with self.subTest(status=status):
+                delivery = self.ingest(original_status=status, body="error page")
+                assert delivery.outcome == Delivery.Outcome.SKIPPED
+                assert self.page().is_live
+        assert self.page().failure_count == 4
+
+    def test_an_empty_page_is_a_failure_not_an_empty_page(self):
+        delivery = self.ingest(body="<html><body><main> </main></body></html>")
+
+        assert delivery.outcome == Delivery.Outcome.SKIPPED
+        assert self.page().chunks.exists()
+
+    def test_a_good_crawl_clears_the_failure_count(self):
+        self.ingest(crawler_status=503)
+        self.ingest()
+
+        assert self.page().failure_count == 0
+        assert self.page().last_error == ""
+
+
+class OrderingTests(IngestWorld):
+    def test_an_older_crawl_arriving_later_changes_nothing(self):
+        older = self.push(URL)
+        newer = self.push(URL)
+        newer.pushed_at = older.pushed_at + timedelta(minutes=5)
+        newer.save()
+        self.ingest(rid=newer.rid, body=INSTALL_EDITED)
+
+        late = self.ingest(rid=older.rid, body=INSTALL)
+
+        assert late.outcome == Delivery.Outcome.SKIPPED
+        assert "superseded" in late.error
+        assert "Python 3.12" in self.page().markdown
+
+    def test_an_older_200_never_resurrects_a_newer_tombstone(self):
+        older = self.push(URL)
+        newer = self.push(URL)
+        newer.pushed_at = older.pushed_at + timedelta(minutes=5)
+        newer.save()
+        self.ingest(rid=newer.rid, original_status=404, body="gone")
+
+        late = self.ingest(rid=older.rid)
+
+        assert late.outcome == Delivery.Outcome.SKIPPED
+        assert self.page().status == Page.Status.GONE
+        assert not Chunk.objects.exists()
+
+    def test_without_push_records_arrival_order_decides(self):
+        first = self.receive(body=INSTALL)
+        second = self.receive(body=INSTALL_EDITED)
+        delivery_process(delivery_id=second.pk)
+
+        delivery_process(delivery_id=first.pk)
+
+        first.refresh_from_db()
+        assert first.outcome == Delivery.Outcome.SKIPPED
+        assert "Python 3.12" in self.page().markdown
+
+
+class RedirectTests(IngestWorld):
+    def test_a_redirect_makes_the_final_url_canonical_and_points_the_pushed_one_to_it(
+        self,
+    ):
+        old_url, new_url = f"{SITE}/old-install/", f"{SITE}/install/"
+        push = self.push(old_url)
+
+        delivery = self.ingest(new_url, rid=push.rid)
+
+        pushed, final = self.page(old_url), self.page(new_url)
+        assert delivery.outcome == Delivery.Outcome.EMBEDDED
+        assert final.status == Page.Status.LIVE and final.chunks.exists()
+        assert pushed.status == Page.Status.REDIRECTED
+        assert pushed.redirect_to == final
+        assert pushed.final_url == new_url
+        assert not pushed.chunks.exists()
+
+    def test_a_redirect_to_an_existing_page_updates_it_without_clobbering(self):
+        self.ingest(f"{SITE}/install/", body=INSTALL)
+        push = self.push(f"{SITE}/setup/")
+
+        self.ingest(f"{SITE}/install/", rid=push.rid, body=INSTALL)
+
+        assert self.page(f"{SITE}/install/").is_live
+        assert self.page(f"{SITE}/setup/").redirect_to == self.page(f"{SITE}/install/")
+        assert Page.objects.filter(status=Page.Status.LIVE).count() == 1
+
+
+class ProviderFailureTests(IngestWorld):
+    def setUp(self):
+        self.ingest()
+
+    @mock.patch("ingest.services.get_embedder", return_value=FailingEmbedder())
+    def test_provider_errors_are_retried_and_old_chunks_keep_serving(self, _):
+        chunks = list(Chunk.objects.values_list("pk", flat=True))
+
+        delivery = self.receive(body=INSTALL_EDITED)
+        OrmQ.objects.all().delete()
+        with override_settings(DELIVERY_RETRY_SECONDS=30):
+            result = delivery_process(delivery_id=delivery.pk)
+
+        delivery.refresh_from_db()
+        assert result == "retry"
+        assert delivery.state == Delivery.State.QUEUED
+        assert "embedding provider unavailable" in delivery.error
+        assert delivery.next_attempt_at > delivery.received_at
+        assert (
+            Schedule.objects.filter(func="ingest.tasks.delivery_process_task").count()
+            == 1
+        )
+        assert list(Chunk.objects.values_list("pk", flat=True)) == chunks
+        assert "Python 3.11" in self.page().markdown
+
+    @mock.patch("ingest.services.get_embedder", return_value=FailingEmbedder())
+    def test_a_delivery_that_keeps_failing_ends_failed_and_can_be_requeued(self, _):
+        delivery = self.receive(body=INSTALL_EDITED)
+        with override_settings(DELIVERY_MAX_ATTEMPTS=3):
+            results = [delivery_process(delivery_id=delivery.pk) for _ in range(4)]
+
+        delivery.refresh_from_db()
+        assert results == ["retry", "retry", "failed", None]
+        assert delivery.state == Delivery.State.FAILED
+        assert delivery.outcome == Delivery.Outcome.FAILED
+        assert delivery.body is not None, "the body is kept so it can be retried"
+
+        OrmQ.objects.all().delete()
+        assert delivery_requeue(delivery=delivery)
+        delivery.refresh_from_db()
+        assert (delivery.state, delivery.attempts) == (Delivery.State.QUEUED, 0)
+        assert OrmQ.objects.count() == 1
+
+    def test_the_retry_after_recovery_completes_the_delivery(self):
+        delivery = self.receive(body=INSTALL_EDITED)
+        with mock.patch("ingest.services.get_embedder", return_value=FailingEmbedder()):
+            delivery_process(delivery_id=delivery.pk)
+
+        delivery_process(delivery_id=delivery.pk)
+
+        delivery.refresh_from_db()
+        assert (delivery.outcome, delivery.attempts) == (Delivery.Outcome.EMBEDDED, 2)
+        assert "Python 3.12" in self.page().markdown

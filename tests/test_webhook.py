@@ -1,0 +1,171 @@
+"""The webhook through HTTP (Django's test client); see test_webhook_socket.py for a
+real server."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+from django.test import override_settings
+from django_q.models import OrmQ
+
+from sources.models import Delivery
+from tests.world import INSTALL, SITE, TOKEN, IngestWorld
+
+URL = f"/webhooks/crawlbase/?token={TOKEN}"
+
+
+class WebhookTests(IngestWorld):
+    def post(self, body: bytes | None = None, url: str = URL, **headers: str):
+        meta = {
+            "HTTP_RID": "r-1",
+            "HTTP_URL": f"{SITE}/install/",
+            "HTTP_ORIGINAL_STATUS": "200",
+            "HTTP_PC_STATUS": "200",
+            "HTTP_CONTENT_ENCODING": "gzip",
+            "HTTP_USER_AGENT": "Crawlbase Delivery Bot 1.0",
+        }
+        meta.update(headers)
+        content_type = meta.pop("CONTENT_TYPE", "text/plain")
+        data = gzip.compress(INSTALL.encode()) if body is None else body
+        return self.client.generic("POST", url, data, content_type=content_type, **meta)
+
+    def assert_error(self, response, status: int, code: str) -> None:
+        assert response.status_code == status, response.content
+        assert response["Content-Type"] == "application/json"
+        assert response.json()["error"] == code
+        assert response.json()["detail"]
+
+    def test_a_delivery_is_stored_and_one_job_is_queued(self):
+        response = self.post()
+
+        assert response.status_code == 200
+        assert response.json()["status"] == "queued"
+        delivery = Delivery.objects.get()
+        assert (delivery.rid, delivery.url) == ("r-1", f"{SITE}/install/")
+        assert (delivery.original_status, delivery.crawler_status) == (200, 200)
+        assert delivery.state == Delivery.State.QUEUED
+        assert gzip.decompress(bytes(delivery.body)) == INSTALL.encode()
+        assert OrmQ.objects.count() == 1
+
+    def test_it_acknowledges_and_ignores_a_redelivered_rid(self):
+        self.post()
+        response = self.post()
+
+        assert response.status_code == 200
+        assert response.json()["status"] == "duplicate"
+        assert Delivery.objects.count() == 1
+        assert OrmQ.objects.count() == 1
+
+    def test_the_monitoring_probe_gets_200_and_does_nothing(self):
+        probe = gzip.compress(json.dumps({"rid": "dummyrequest", "body": ""}).encode())
+        response = self.post(
+            probe,
+            CONTENT_TYPE="gzip/json",
+            HTTP_RID="dummyrequest",
+            HTTP_USER_AGENT="Crawlbase Monitoring Bot 1.0",
+        )
+
+        assert response.status_code == 200
+        assert not Delivery.objects.exists()
+        assert not OrmQ.objects.exists()
+
+    def test_a_wrong_token_gets_401(self):
+        self.assert_error(
+            self.post(url="/webhooks/crawlbase/?token=nope"),
+            401,
+            "authentication_failed",
+        )
+        assert not Delivery.objects.exists()
+
+    def test_a_missing_token_gets_401(self):
+        self.assert_error(
+            self.post(url="/webhooks/crawlbase/"), 401, "not_authenticated"
+        )
+
+    def test_the_token_is_checked_before_the_body_is_read(self):
+        # An oversized body with a bad token is refused for the token, not the size.
+        with override_settings(WEBHOOK_MAX_BODY_BYTES=1024):
+            response = self.post(b"x" * 4096, url="/webhooks/crawlbase/?token=nope")
+
+        self.assert_error(response, 401, "authentication_failed")
+
+    def test_no_token_configured_refuses_every_delivery(self):
+        with override_settings(WEBHOOK_TOKEN=""):
+            self.assert_error(self.post(), 401, "authentication_failed")
+
+    def test_missing_rid_gets_400(self):
+        self.assert_error(self.post(HTTP_RID=""), 400, "missing_rid")
+
+    def test_missing_url_gets_400(self):
+        self.assert_error(self.post(HTTP_URL=""), 400, "missing_url")
+
+    def test_a_non_numeric_status_gets_400_not_500(self):
+        self.assert_error(self.post(HTTP_PC_STATUS="OK"), 400, "bad_status")
+
+    def test_conflicting_repeated_statuses_get_400(self):
+        self.assert_error(self.post(HTTP_ORIGINAL_STATUS="200,404"), 400, "bad_status")
+
+    def test_an_agreeing_repeated_status_is_accepted(self):
+        assert self.post(HTTP_PC_STATUS="200,200").status_code == 200
+        assert Delivery.objects.get().crawler_status == 200
+
+    def test_corrupt_gzip_gets_400(self):
+        self.assert_error(self.post(b"\x1f\x8b\x08\x00garbage"), 400, "bad_gzip")
+
+    def test_invalid_utf8_gets_400(self):
+        self.assert_error(self.post(gzip.compress(b"caf\xe9")), 400, "bad_encoding")
+
+    def test_an_unknown_content_type_gets_415(self):
+        response = self.post(CONTENT_TYPE="image/png")
+
+        self.assert_error(response, 415, "unsupported_content_type")
+
+    def test_a_body_over_the_limit_gets_413(self):
+        with override_settings(WEBHOOK_MAX_BODY_BYTES=1024):
+            response = self.post(gzip.compress(b"x" * 10) + b"\0" * 2048)
+
+        self.assert_error(response, 413, "body_too_large")
+        assert not Delivery.objects.exists()
+
+    def test_a_body_that_inflates_past_the_limit_gets_413(self):
+        with override_settings(WEBHOOK_MAX_BODY_BYTES=4096):
+            response = self.post(gzip.compress(b"a" * 100_000))
+
+        self.assert_error(response, 413, "body_too_large")
+
+    def test_the_markdown_and_json_formats_are_accepted(self):
+        markdown = self.post(
+            gzip.compress(b"# Install\n\nRun pip."),
+            CONTENT_TYPE="text/markdown; charset=utf-8",
+            HTTP_RID="md-1",
+        )
+        envelope = {"pc_status": 200, "original_status": 200, "rid": "json-1",
+                    "url": f"{SITE}/json/", "body": "<p>hi</p>"}  # fmt: skip
+        as_json = self.post(
+            gzip.compress(json.dumps(envelope).encode()),
+            CONTENT_TYPE="gzip/json",
+            HTTP_RID="",
+            HTTP_URL="",
+            HTTP_ORIGINAL_STATUS="",
+            HTTP_PC_STATUS="",
+        )
+
+        assert (markdown.status_code, as_json.status_code) == (200, 200)
+        assert Delivery.objects.get(rid="json-1").url == f"{SITE}/json/"
+
+    def test_get_is_not_allowed(self):
+        response = self.client.get(URL)
+
+        assert response.status_code == 405
+        assert response.json()["error"] == "method_not_allowed"
+
+    def test_the_token_never_reaches_the_logs(self):
+        with self.assertLogs(level="INFO") as logs:
+            self.post(url="/webhooks/crawlbase/?token=wrong-secret-value")
+            self.post(HTTP_RID="")
+
+        assert logs.output
+        assert not any(
+            "wrong-secret-value" in line or TOKEN in line for line in logs.output
+        )

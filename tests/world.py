@@ -1,0 +1,87 @@
+"""A small named world for ingest tests: one documentation site and its pages."""
+
+from __future__ import annotations
+
+import gzip
+import itertools
+
+from django.test import TestCase, override_settings
+
+from ingest import wire
+from ingest.services import delivery_process, delivery_receive
+from sources.models import Delivery, Page, Push, Source
+
+TOKEN = "test-webhook-token"
+SITE = "https://docs.example.com"
+_rids = itertools.count(1)
+
+
+def page_html(title: str, *sections: tuple[str, str]) -> str:
+    body = "".join(f"<h2>{heading}</h2><p>{text}</p>" for heading, text in sections)
+    return (
+        f"<html><head><title>{title}</title></head><body>"
+        f"<nav>Home · Guide · API</nav><main><h1>{title}</h1>{body}</main>"
+        "<footer>© Example</footer></body></html>"
+    )
+
+
+INSTALL = page_html(
+    "Install",
+    ("Requirements", "You need Python 3.11 and PostgreSQL 16."),
+    ("With pip", "Run pip install example to get the latest release."),
+)
+INSTALL_EDITED = page_html(
+    "Install",
+    ("Requirements", "You need Python 3.12 and PostgreSQL 17."),
+    ("With pip", "Run pip install example to get the latest release."),
+)
+
+
+def next_rid() -> str:
+    return f"rid{next(_rids):06d}"
+
+
+@override_settings(WEBHOOK_TOKEN=TOKEN, DELIVERY_RETRY_SECONDS=0)
+class IngestWorld(TestCase):
+    """Example docs at docs.example.com, and helpers to deliver pages to it."""
+
+    @classmethod
+    def setUpTestData(cls):
+        cls.source = Source.objects.create(name="Example docs", seed_urls=f"{SITE}/\n")
+
+    def receive(
+        self,
+        url: str = f"{SITE}/install/",
+        body: str = INSTALL,
+        *,
+        rid: str | None = None,
+        original_status: int | None = 200,
+        crawler_status: int | None = 200,
+        content_type: str = "text/plain",
+    ) -> Delivery:
+        parsed = wire.Delivery(
+            rid=rid or next_rid(),
+            url=url,
+            original_status=original_status,
+            crawler_status=crawler_status,
+            body_format=wire.body_format(content_type),
+            text=body,
+        )
+        delivery, _ = delivery_receive(
+            parsed=parsed, raw=gzip.compress(body.encode()), content_type=content_type
+        )
+        return delivery
+
+    def ingest(self, *args, **kwargs) -> Delivery:
+        """Receive a delivery and run its job, as the worker would."""
+        delivery = self.receive(*args, **kwargs)
+        delivery_process(delivery_id=delivery.pk)
+        delivery.refresh_from_db()
+        return delivery
+
+    def push(self, url: str, rid: str | None = None) -> Push:
+        page, _ = Page.objects.get_or_create(url=url, defaults={"source": self.source})
+        return Push.objects.create(rid=rid or next_rid(), page=page, url=url)
+
+    def page(self, url: str = f"{SITE}/install/") -> Page:
+        return Page.objects.get(url=url)
