@@ -41,6 +41,30 @@ def next_rid() -> str:
     return f"rid{next(_rids):06d}"
 
 
+def receive_delivery(
+    url: str = f"{SITE}/install/",
+    body: str = INSTALL,
+    *,
+    rid: str | None = None,
+    original_status: int | None = 200,
+    crawler_status: int | None = 200,
+    content_type: str = "text/plain",
+) -> Delivery:
+    """Store a gzip delivery and queue its job, as the webhook does."""
+    parsed = wire.Delivery(
+        rid=rid or next_rid(),
+        url=url,
+        original_status=original_status,
+        crawler_status=crawler_status,
+        body_format=wire.body_format(content_type),
+        text=body,
+    )
+    delivery, _ = delivery_receive(
+        parsed=parsed, raw=gzip.compress(body.encode()), content_type=content_type
+    )
+    return delivery
+
+
 @override_settings(WEBHOOK_TOKEN=TOKEN, DELIVERY_RETRY_SECONDS=0)
 class IngestWorld(TestCase):
     """Example docs at docs.example.com, and helpers to deliver pages to it."""
@@ -49,28 +73,8 @@ class IngestWorld(TestCase):
     def setUpTestData(cls):
         cls.source = Source.objects.create(name="Example docs", seed_urls=f"{SITE}/\n")
 
-    def receive(
-        self,
-        url: str = f"{SITE}/install/",
-        body: str = INSTALL,
-        *,
-        rid: str | None = None,
-        original_status: int | None = 200,
-        crawler_status: int | None = 200,
-        content_type: str = "text/plain",
-    ) -> Delivery:
-        parsed = wire.Delivery(
-            rid=rid or next_rid(),
-            url=url,
-            original_status=original_status,
-            crawler_status=crawler_status,
-            body_format=wire.body_format(content_type),
-            text=body,
-        )
-        delivery, _ = delivery_receive(
-            parsed=parsed, raw=gzip.compress(body.encode()), content_type=content_type
-        )
-        return delivery
+    def receive(self, *args, **kwargs) -> Delivery:
+        return receive_delivery(*args, **kwargs)
 
     def ingest(self, *args, **kwargs) -> Delivery:
         """Receive a delivery and run its job, as the worker would."""
