@@ -78,6 +78,27 @@ def delivery_requeue(*, delivery: Delivery) -> bool:
     return bool(updated)
 
 
+def deliveries_fail_stalled(*, now=None) -> int:
+    """Mark failed the deliveries no worker will finish, so that they show in the admin.
+
+    A job runs at most Q_TIMEOUT seconds, and one whose worker died is offered again
+    Q_RETRY seconds after it started; a delivery still claimed long after both has
+    been given up by the queue (after its max_attempts), and would wait forever.
+    """
+    now = now or timezone.now()
+    grace = timedelta(
+        seconds=2 * (settings.Q_CLUSTER["retry"] + settings.Q_CLUSTER["timeout"])
+    )
+    return Delivery.objects.filter(
+        state=Delivery.State.PROCESSING, claimed_at__lt=now - grace
+    ).update(
+        state=Delivery.State.FAILED,
+        outcome=Outcome.FAILED,
+        error="no worker finished this delivery; re-queue it when the cause is fixed",
+        processed_at=now,
+    )
+
+
 # -- the job side ----------------------------------------------------------------
 
 
@@ -116,7 +137,11 @@ def delivery_process(*, delivery_id: int) -> str | None:
 def _claim(delivery_id: int) -> Delivery | None:
     claimed = Delivery.objects.filter(
         pk=delivery_id, state__in=[Delivery.State.QUEUED, Delivery.State.PROCESSING]
-    ).update(state=Delivery.State.PROCESSING, attempts=F("attempts") + 1)
+    ).update(
+        state=Delivery.State.PROCESSING,
+        attempts=F("attempts") + 1,
+        claimed_at=timezone.now(),
+    )
     if not claimed:
         return None
     return Delivery.objects.select_related("push").get(pk=delivery_id)

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-from ingest.services import delivery_process
+from ingest.services import deliveries_fail_stalled, delivery_process
 
 
 def delivery_process_task(delivery_id: int) -> str | None:
     return delivery_process(delivery_id=delivery_id)
+
+
+def deliveries_fail_stalled_task() -> int:
+    return deliveries_fail_stalled()

@@ -20,6 +20,9 @@ class ReadOnlyAdmin(admin.ModelAdmin):
     def has_change_permission(self, request, obj=None) -> bool:
         return False
 
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
 
 def short_hash(value: str) -> str:
     """A hash shortened for a list column, the full value on hover."""

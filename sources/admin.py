@@ -3,9 +3,10 @@ from __future__ import annotations
 from django.contrib import admin
 from django.db.models import Count, Q
 
+from ingest.services import delivery_requeue
 from kbsite.admin_utils import ReadOnlyAdmin, short_hash
 from retrieval.models import Chunk
-from sources.models import Delivery, Page, PageVersion, Source
+from sources.models import Delivery, Page, PageVersion, Push, Source
 
 
 @admin.register(Source)
@@ -114,6 +115,14 @@ class PageVersionAdmin(ReadOnlyAdmin):
         return short_hash(obj.content_hash)
 
 
+@admin.register(Push)
+class PushAdmin(ReadOnlyAdmin):
+    list_display = ["rid", "url", "pushed_at", "delivered_at"]
+    search_fields = ["=rid", "url"]
+    list_select_related = ["page"]
+    raw_id_fields = ["page"]
+
+
 @admin.register(Delivery)
 class DeliveryAdmin(ReadOnlyAdmin):
     list_display = [
@@ -129,3 +138,19 @@ class DeliveryAdmin(ReadOnlyAdmin):
     list_filter = ["state", "outcome", "crawler_status", "original_status"]
     search_fields = ["=rid", "url"]
     exclude = ["body"]
+    raw_id_fields = ["page", "push"]
+    actions = ["requeue"]
+
+    def has_requeue_permission(self, request) -> bool:
+        return request.user.has_perm("sources.change_delivery")
+
+    @admin.action(
+        description="Re-queue the selected deliveries", permissions=["requeue"]
+    )
+    def requeue(self, request, queryset) -> None:
+        done = sum(delivery_requeue(delivery=delivery) for delivery in queryset)
+        skipped = queryset.count() - done
+        message = f"Re-queued {done} deliveries."
+        if skipped:
+            message += f" {skipped} were left alone (already done, or body dropped)."
+        self.message_user(request, message)

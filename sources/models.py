@@ -347,6 +347,9 @@ class Delivery(models.Model):
     body_bytes = models.PositiveIntegerField(default=0)
     received_at = models.DateTimeField(default=timezone.now)
     processed_at = models.DateTimeField(null=True, blank=True)
+    claimed_at = models.DateTimeField(
+        null=True, blank=True, help_text="When a worker last started on it."
+    )
     next_attempt_at = models.DateTimeField(
         null=True, blank=True, help_text="When a failed attempt will be tried again."
     )

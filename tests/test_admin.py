@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.contrib.auth import get_user_model
 from django.test import TestCase
 from django.urls import reverse
+from django_q.models import OrmQ
 
 from retrieval.models import Chunk, Embedding
 from sources.models import Delivery, Page, PageVersion, Source
@@ -60,6 +61,25 @@ class AdminPagesTests(TestCase):
         for name in ["sources_delivery_add", "retrieval_chunk_add"]:
             with self.subTest(name=name):
                 assert self.client.get(reverse(f"admin:{name}")).status_code == 403
+
+    def test_failed_deliveries_can_be_requeued_from_the_admin(self):
+        failed = Delivery.objects.create(
+            rid="r2", url=self.page.url, body=b"x", state=Delivery.State.FAILED
+        )
+        done = Delivery.objects.get(rid="r1")
+        done.state = Delivery.State.DONE
+        done.save()
+
+        response = self.client.post(
+            reverse("admin:sources_delivery_changelist"),
+            {"action": "requeue", "_selected_action": [failed.pk, done.pk]},
+            follow=True,
+        )
+
+        failed.refresh_from_db()
+        assert failed.state == Delivery.State.QUEUED
+        assert OrmQ.objects.count() == 1
+        assert b"Re-queued 1 deliveries. 1 were left alone" in response.content
 
     def test_the_source_form_explains_its_fields(self):
         response = self.client.get(reverse("admin:sources_source_add"))

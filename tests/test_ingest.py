@@ -6,9 +6,14 @@ from datetime import timedelta
 from unittest import mock
 
 from django.test import override_settings
+from django.utils import timezone
 from django_q.models import OrmQ, Schedule
 
-from ingest.services import delivery_process, delivery_requeue
+from ingest.services import (
+    deliveries_fail_stalled,
+    delivery_process,
+    delivery_requeue,
+)
 from retrieval.models import Chunk, Embedding
 from sources.models import Delivery, Page, PageVersion
 from tests.world import INSTALL, INSTALL_EDITED, SITE, IngestWorld
@@ -277,3 +282,28 @@ class ProviderFailureTests(IngestWorld):
         delivery.refresh_from_db()
         assert (delivery.outcome, delivery.attempts) == (Delivery.Outcome.EMBEDDED, 2)
         assert "Python 3.12" in self.page().markdown
+
+
+class StalledDeliveryTests(IngestWorld):
+    def test_a_delivery_no_worker_will_finish_is_marked_failed(self):
+        stalled, running = self.receive(), self.receive()
+        long_ago = timezone.now() - timedelta(hours=3)
+        Delivery.objects.filter(pk=stalled.pk).update(
+            state=Delivery.State.PROCESSING, claimed_at=long_ago
+        )
+        Delivery.objects.filter(pk=running.pk).update(
+            state=Delivery.State.PROCESSING, claimed_at=timezone.now()
+        )
+
+        assert deliveries_fail_stalled() == 1
+
+        stalled.refresh_from_db()
+        running.refresh_from_db()
+        assert (stalled.state, stalled.outcome) == ("failed", "failed")
+        assert "re-queue" in stalled.error
+        assert running.state == Delivery.State.PROCESSING
+
+    def test_the_sweep_is_scheduled_after_every_migrate(self):
+        sweep = Schedule.objects.get(func="ingest.tasks.deliveries_fail_stalled_task")
+
+        assert (sweep.schedule_type, sweep.minutes, sweep.repeats) == ("I", 10, -1)

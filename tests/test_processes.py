@@ -93,6 +93,8 @@ def test_serve_runs_web_and_worker_and_ctrl_c_stops_both():
         assert status == 200
         assert schema.startswith("openapi:")
         assert get(f"http://127.0.0.1:{port}/healthz/") == (200, '{"ok": true}')
+        webhook = f"http://127.0.0.1:{port}/webhooks/crawlbase/?token=very-secret-x"
+        assert get(webhook)[0] == 401
         status, css = get(f"http://127.0.0.1:{port}/static/admin/css/base.css")
         assert status == 200 and "body" in css
         children = psutil.Process(process.pid).children(recursive=True)
@@ -104,4 +106,6 @@ def test_serve_runs_web_and_worker_and_ctrl_c_stops_both():
 
     assert process.returncode == 0, output
     assert "log in as editor" in output
+    assert '"GET /webhooks/crawlbase/" 401' in output, "the access log has the path"
+    assert "very-secret-x" not in output, "but never the token in the query string"
     assert not [child for child in children if child.is_running()]

@@ -68,6 +68,8 @@ class Command(BaseCommand):
             "--workers", str(workers),
             "--graceful-timeout", "10",
             "--access-logfile", "-",
+            # %(U)s is the path without the query string, which may hold a token.
+            "--access-logformat", '%(h)s "%(m)s %(U)s" %(s)s %(B)s %(M)sms',
             "--no-control-socket",
         ]  # fmt: skip
         return subprocess.Popen(command, cwd=settings.BASE_DIR)
