@@ -26,4 +26,6 @@ class IngestConfig(AppConfig):
     verbose_name = "Ingest"
 
     def ready(self) -> None:
+        from ingest import checks  # noqa: F401  (registers the system checks)
+
         post_migrate.connect(_ensure_schedules, sender=self)

@@ -3,6 +3,7 @@ the README lists them all with their defaults."""
 
 from __future__ import annotations
 
+import os
 import secrets
 from pathlib import Path
 
@@ -33,6 +34,7 @@ DEBUG = env_bool("DEBUG", False)
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
 PORT = env_int("PORT", 8000, minimum=1, maximum=65535)
+WEB_CONCURRENCY = env_int("WEB_CONCURRENCY", os.cpu_count() or 2, minimum=1)
 
 INSTALLED_APPS = [
     "django.contrib.admin",

@@ -46,11 +46,23 @@ def test_a_database_url_that_is_not_postgresql_is_refused():
     assert "DATABASE_URL must point to PostgreSQL" in result.stderr
 
 
-def test_the_default_settings_pass_the_system_checks():
-    result = run_check()
+def test_the_default_settings_pass_the_system_checks_with_a_token_warning():
+    result = run_check(WEBHOOK_TOKEN="")
+
+    assert result.returncode == 0, result.stderr
+    assert "ingest.W001" in result.stderr
+    assert "WEBHOOK_TOKEN is not set" in result.stderr
+
+
+def test_a_long_webhook_token_silences_the_warnings():
+    result = run_check(WEBHOOK_TOKEN="x" * 32)
 
     assert result.returncode == 0, result.stderr
     assert "no issues" in result.stdout
+
+
+def test_a_short_webhook_token_is_warned_about():
+    assert "ingest.W002" in run_check(WEBHOOK_TOKEN="short").stderr
 
 
 def test_build_embedder_names_an_unknown_backend():

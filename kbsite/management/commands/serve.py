@@ -31,8 +31,9 @@ class Command(BaseCommand):
         parser.add_argument(
             "--web-workers",
             type=int,
-            default=3,
-            help="Number of gunicorn worker processes (default 3).",
+            default=settings.WEB_CONCURRENCY,
+            help="Number of gunicorn worker processes (default $WEB_CONCURRENCY, "
+            "else one per CPU core: requests are CPU-bound).",
         )
         parser.add_argument(
             "--no-worker",
