@@ -41,7 +41,7 @@ def main() -> None:
         outcomes: Counter[str] = Counter()
         started = time.perf_counter()
         for number, (url, raw) in enumerate(bodies):
-            parsed = wire.Delivery(
+            parsed = wire.ParsedDelivery(
                 rid=f"{round_name}-{number}", url=url, original_status=200,
                 crawler_status=200, body_format="html", text="",
             )  # fmt: skip

@@ -34,7 +34,7 @@ Outcome = Delivery.Outcome
 
 
 def delivery_receive(
-    *, parsed: wire.Delivery, raw: bytes, content_type: str
+    *, parsed: wire.ParsedDelivery, raw: bytes, content_type: str
 ) -> tuple[Delivery, bool]:
     """Store a delivery and queue its job in one transaction, once per rid.
 

@@ -38,7 +38,7 @@ class BodyFormat:
 
 
 @dataclass(frozen=True)
-class Delivery:
+class ParsedDelivery:
     rid: str
     url: str
     original_status: int | None
@@ -150,7 +150,9 @@ def read_body(
     return Body(format=inner_format, text=inner, envelope=envelope)
 
 
-def parse_delivery(*, headers: dict[str, str], raw: bytes, limit: int) -> Delivery:
+def parse_delivery(
+    *, headers: dict[str, str], raw: bytes, limit: int
+) -> ParsedDelivery:
     """Validate and decode one delivery (``headers``: lower-case, hyphenated names)."""
     body = read_body(
         raw=raw,
@@ -173,7 +175,7 @@ def parse_delivery(*, headers: dict[str, str], raw: bytes, limit: int) -> Delive
         or headers.get("cb-status")
         or _str(envelope.get("pc_status") or envelope.get("cb_status"))
     )
-    return Delivery(
+    return ParsedDelivery(
         rid=rid,
         url=url,
         original_status=parse_status("Original-Status", original),

@@ -23,7 +23,7 @@ def headers(**extra: str) -> dict[str, str]:
     return base
 
 
-def parse(raw: bytes, **extra: str) -> wire.Delivery:
+def parse(raw: bytes, **extra: str) -> wire.ParsedDelivery:
     return wire.parse_delivery(headers=headers(**extra), raw=raw, limit=LIMIT)
 
 

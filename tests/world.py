@@ -51,7 +51,7 @@ def receive_delivery(
     content_type: str = "text/plain",
 ) -> Delivery:
     """Store a gzip delivery and queue its job, as the webhook does."""
-    parsed = wire.Delivery(
+    parsed = wire.ParsedDelivery(
         rid=rid or next_rid(),
         url=url,
         original_status=original_status,
