@@ -3,7 +3,12 @@
 A page is cut at every H1–H3 heading (never inside a fenced code block), so an edit in
 one section leaves the chunks of every other section, and their hashes, as they were.
 A section longer than ``MAX_TOKENS`` is packed into several chunks from whole blocks:
-paragraphs, lists, fenced code and tables, which are never cut.
+paragraphs and lists (split at sentences or items when one alone is too long), fenced
+code and tables (never split). Consecutive pieces of long prose share one sentence.
+
+Each chunk keeps two texts: ``text``, the Markdown shown to users, and ``embed_text``,
+what is embedded and hashed: the page title and heading path, then the text without
+link targets and permalink symbols, which cost tokens and carry no meaning.
 """
 
 from __future__ import annotations
@@ -16,9 +21,20 @@ from dataclasses import dataclass
 from ingest.tokens import count_tokens
 
 MAX_TOKENS = 700
+OVERLAP_TOKENS = 60
+SEPARATOR = " › "
 HEADING = re.compile(r"^(#{1,3})[ \t]+(.+?)[ \t]*#*[ \t]*$")
 FENCE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
-SEPARATOR = " › "
+TABLE_ROW = re.compile(r"^\s*\|")
+LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s")
+SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9`\"'(\[])")
+
+IMAGE = re.compile(r"!\[([^\]]*)\]\([^)]*\)")
+LINK = re.compile(r"\[([^\]]*)\]\((?:[^()\s]|\([^)]*\))*(?:\s+\"[^\"]*\")?\)")
+REFERENCE_LINK = re.compile(r"\[([^\]]+)\]\[[^\]]*\]")
+LINK_DEFINITION = re.compile(r"^\s*\[[^\]]+\]:\s+\S+.*$", re.MULTILINE)
+AUTOLINK = re.compile(r"<(https?://[^>\s]+)>")
+PERMALINK = re.compile(r"[ \t]*¶|[ \t]*§(?=\s*$)|[ \t]+#(?=\s*$)", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -39,47 +55,75 @@ class _Section:
 
 def chunk_markdown(markdown: str, *, title: str = "") -> list[ChunkDraft]:
     drafts: list[ChunkDraft] = []
+    title = clean_inline(title)
     for section in _sections(markdown):
         heading = SEPARATOR.join(section.path)
-        for text in _pack(_blocks(section.lines)):
-            prefix = SEPARATOR.join(part for part in [title, heading] if part)
-            embed_text = f"{prefix}\n\n{text}" if prefix else text
+        prefix = SEPARATOR.join(part for part in [title, heading] if part)
+        blocks = _blocks(section.lines)
+        sticky = blocks[0] if section.path and blocks else ""
+        for text in _pack(blocks, sticky=sticky):
+            body = clean_inline(text)
+            embed_text = f"{prefix}\n\n{body}" if prefix else body
             drafts.append(
                 ChunkDraft(
                     position=len(drafts),
                     heading=heading,
                     text=text,
                     embed_text=embed_text,
-                    embed_hash=hashlib.sha256(embed_text.encode()).hexdigest(),
+                    embed_hash=text_hash(embed_text),
                     token_count=count_tokens(embed_text),
                 )
             )
     return drafts
 
 
+def text_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def clean_inline(text: str) -> str:
+    """Markdown without link targets, images' sources or permalink symbols."""
+    text = IMAGE.sub(r"\1", text)
+    text = LINK.sub(r"\1", text)
+    text = REFERENCE_LINK.sub(r"\1", text)
+    text = LINK_DEFINITION.sub("", text)
+    text = AUTOLINK.sub(r"\1", text)
+    return PERMALINK.sub("", text).strip()
+
+
 def _sections(markdown: str) -> Iterator[_Section]:
+    """Sections by H1–H3; a heading with no text of its own lives on in the path."""
     path: list[str] = []
     current = _Section(path=[], lines=[])
     fence = ""
     for line in markdown.split("\n"):
         opener = FENCE.match(line)
         if fence:
-            if (
-                opener
-                and opener.group(1)[0] == fence[0]
-                and len(opener.group(1)) >= len(fence)
-            ):
+            if _closes(opener, fence):
                 fence = ""
         elif opener:
             fence = opener.group(1)
         elif match := HEADING.match(line):
-            yield current
+            if _has_body(current):
+                yield current
             level = len(match.group(1))
-            path = [*path[: level - 1], match.group(2).strip()]
+            path = [*path[: level - 1], clean_inline(match.group(2))]
             current = _Section(path=list(path), lines=[line])
             continue
         current.lines.append(line)
-    yield current
+    if _has_body(current):
+        yield current
+
+
+def _has_body(section: _Section) -> bool:
+    body = section.lines[1:] if section.path else section.lines
+    return any(line.strip() for line in body)
+
+
+def _closes(opener: re.Match | None, fence: str) -> bool:
+    return bool(
+        opener and opener.group(1)[0] == fence[0] and len(opener.group(1)) >= len(fence)
+    )
 
 
 def _blocks(lines: list[str]) -> list[str]:
@@ -91,7 +135,7 @@ def _blocks(lines: list[str]) -> list[str]:
         opener = FENCE.match(line)
         if fence:
             current.append(line)
-            if opener and opener.group(1)[0] == fence[0]:
+            if _closes(opener, fence):
                 fence = ""
             continue
         if opener:
@@ -107,17 +151,59 @@ def _blocks(lines: list[str]) -> list[str]:
     return blocks
 
 
-def _pack(blocks: list[str]) -> Iterator[str]:
-    """Whole blocks, greedily, into pieces of at most MAX_TOKENS (a lone block may
-    exceed it rather than be cut)."""
-    piece: list[str] = []
-    size = 0
+def _is_prose(block: str) -> bool:
+    first = block.lstrip().split("\n", 1)[0]
+    return not (FENCE.match(first) or TABLE_ROW.match(first) or LIST_ITEM.match(first))
+
+
+def _split_block(block: str) -> list[str]:
+    """A block too long for one chunk, cut where it may be cut: prose at sentences,
+    lists at items. Code and tables come back whole."""
+    first = block.lstrip().split("\n", 1)[0]
+    if FENCE.match(first) or TABLE_ROW.match(first):
+        return [block]
+    if LIST_ITEM.match(first):
+        items: list[str] = []
+        for line in block.split("\n"):
+            if LIST_ITEM.match(line) and items and not line.startswith((" ", "\t")):
+                items.append(line)
+            elif items:
+                items[-1] += "\n" + line
+            else:
+                items.append(line)
+        return items
+    return [s for s in SENTENCE_END.split(block) if s.strip()]
+
+
+def _pieces(blocks: list[str]) -> Iterator[tuple[str, int, bool, str]]:
+    """(text, tokens, is prose, what joins it to the piece before)."""
     for block in blocks:
         tokens = count_tokens(block)
-        if piece and size + tokens > MAX_TOKENS:
-            yield "\n\n".join(piece)
-            piece, size = [], 0
-        piece.append(block)
+        prose = _is_prose(block)
+        if tokens <= MAX_TOKENS:
+            yield block, tokens, prose, "\n\n"
+            continue
+        within = " " if prose else "\n"  # sentences of a paragraph, items of a list
+        for index, part in enumerate(_split_block(block)):
+            yield part, count_tokens(part), prose, within if index else "\n\n"
+
+
+def _pack(blocks: list[str], *, sticky: str = "") -> Iterator[str]:
+    """Whole pieces, greedily, into chunks of at most MAX_TOKENS (a lone code block or
+    table may exceed it rather than be cut). A chunk that continues a paragraph starts
+    with the paragraph's sentence before, if that sentence is short. The ``sticky``
+    heading line is never a chunk on its own."""
+    chunk = ""
+    size = 0
+    last_sentence = ""
+    for text, tokens, prose, joiner in _pieces(blocks):
+        if chunk and chunk != sticky and size + tokens > MAX_TOKENS:
+            yield chunk
+            chunk = last_sentence if joiner == " " else ""
+            size = count_tokens(chunk) if chunk else 0
+        chunk = f"{chunk}{joiner}{text}" if chunk else text
         size += tokens
-    if piece:
-        yield "\n\n".join(piece)
+        tail = SENTENCE_END.split(text)[-1] if prose else ""
+        last_sentence = tail if tail and count_tokens(tail) <= OVERLAP_TOKENS else ""
+    if chunk:
+        yield chunk

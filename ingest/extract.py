@@ -11,8 +11,12 @@ from selectolax.lexbor import LexborHTMLParser
 DEFAULT_SELECTORS = ["main", "[role=main]", "article", "#content", ".document", "body"]
 # Chrome that is never content, wherever it appears.
 CHROME = "nav, header, footer, aside, script, style, noscript, form, [role=navigation]"
+# Heading anchors ("¶" in Sphinx, "#" in DocBook and others) are not content.
+PERMALINK_TEXTS = {"¶", "#", "§", "🔗", "link"}
 H1 = re.compile(r"^# +(.+?)\s*#*$", re.MULTILINE)
 OPTIONS = html_to_markdown.ConversionOptions(extract_metadata=False)
+# Stored with each page: a change here means stored pages can be re-derived.
+EXTRACTOR_VERSION = "selectolax+html-to-markdown-3/1"
 
 
 def html_to_page(html: str, *, selector: str = "") -> tuple[str, str]:
@@ -29,6 +33,9 @@ def html_to_page(html: str, *, selector: str = "") -> tuple[str, str]:
         return title, ""
     for node in main.css(CHROME):
         node.decompose()
+    for anchor in main.css("a"):
+        if anchor.text(strip=True) in PERMALINK_TEXTS:
+            anchor.decompose()
     markdown = html_to_markdown.convert(main.html or "", OPTIONS).content
     return title or markdown_title(markdown), markdown
 

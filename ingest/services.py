@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import logging
 import traceback
 from dataclasses import dataclass
@@ -15,13 +16,14 @@ from django.utils import timezone
 from django_q.models import Schedule
 from django_q.tasks import async_task, schedule
 
-from ingest import wire
+from ingest import boilerplate, wire
 from ingest.chunking import chunk_markdown
-from ingest.extract import html_to_page, markdown_title
+from ingest.extract import EXTRACTOR_VERSION, html_to_page, markdown_title
 from ingest.normalize import content_hash, normalize
 from retrieval.embeddings import get_embedder
 from retrieval.services import embeddings_ensure, page_chunks_replace
 from sources.models import Delivery, Page, PageVersion, Push, Source
+from sources.services import page_shapes_record, source_common_shapes
 
 logger = logging.getLogger(__name__)
 
@@ -105,8 +107,11 @@ def deliveries_fail_stalled(*, now=None) -> int:
 @dataclass(frozen=True)
 class Content:
     title: str
-    markdown: str
+    markdown: str  # normalized, boilerplate stripped: what is hashed and indexed
     digest: str
+    shapes: dict[int, str]  # the line shapes of the page before stripping
+    raw_body: bytes  # gzip
+    content_type: str
 
 
 class Skip(Exception):
@@ -193,9 +198,10 @@ def _check_crawl_succeeded(delivery: Delivery) -> None:
 
 
 def _content(delivery: Delivery, source: Source) -> Content:
+    raw = bytes(delivery.body or b"")
     try:
         body = wire.read_body(
-            raw=bytes(delivery.body or b""),
+            raw=raw,
             content_type=delivery.content_type,
             limit=settings.WEBHOOK_MAX_BODY_BYTES,
         )
@@ -206,16 +212,38 @@ def _content(delivery: Delivery, source: Source) -> Content:
     else:
         title, markdown = html_to_page(body.text, selector=source.content_selector)
     markdown = normalize(markdown)
+    shapes = boilerplate.page_shapes(markdown)
+    markdown = normalize(
+        boilerplate.strip(
+            markdown,
+            common=source_common_shapes(source=source),
+            patterns=source.boilerplate_regexes,
+        )
+    )
     if not markdown:
         raise Skip(Outcome.SKIPPED, "the page has no content", page_failure=True)
-    return Content(title=title, markdown=markdown, digest=content_hash(markdown))
+    return Content(
+        title=title,
+        markdown=markdown,
+        digest=content_hash(markdown),
+        shapes=shapes,
+        raw_body=raw if raw[:2] == wire.GZIP_MAGIC else gzip.compress(raw),
+        content_type=delivery.content_type,
+    )
+
+
+def _keep_source(page: Page, content: Content) -> None:
+    page_shapes_record(page=page, shapes=content.shapes)
+    page.raw_body = content.raw_body
+    page.raw_content_type = content.content_type
+    page.extractor_version = EXTRACTOR_VERSION
 
 
 def _apply_content(
     delivery: Delivery, page: Page, pushed: Page | None, content: Content
 ) -> str:
     if page.is_live and page.content_hash == content.digest:
-        return _apply_unchanged(delivery, page, pushed)
+        return _apply_unchanged(delivery, page, pushed, content)
     drafts = chunk_markdown(content.markdown, title=content.title)
     embedder = get_embedder()
     report = embeddings_ensure(
@@ -226,11 +254,12 @@ def _apply_content(
         if not _still_ours(delivery) or page.is_newer_than(delivery.crawled_at):
             return _superseded(delivery, page)
         if page.is_live and page.content_hash == content.digest:
-            return _verified(delivery, page, pushed)
+            return _verified(delivery, page, pushed, content)
         kind = (
             PageVersion.Kind.RESTORED if page.deleted_at else PageVersion.Kind.CHANGED
         )
         page_chunks_replace(page=page, drafts=drafts)
+        _keep_source(page, content)
         page.mark_changed(
             at=delivery.received_at,
             crawled_at=delivery.crawled_at,
@@ -251,15 +280,20 @@ def _apply_content(
         return _finish(delivery, page, Outcome.EMBEDDED, note)
 
 
-def _apply_unchanged(delivery: Delivery, page: Page, pushed: Page | None) -> str:
+def _apply_unchanged(
+    delivery: Delivery, page: Page, pushed: Page | None, content: Content
+) -> str:
     with transaction.atomic():
         page = _lock(page)
         if not _still_ours(delivery) or page.is_newer_than(delivery.crawled_at):
             return _superseded(delivery, page)
-        return _verified(delivery, page, pushed)
+        return _verified(delivery, page, pushed, content)
 
 
-def _verified(delivery: Delivery, page: Page, pushed: Page | None) -> str:
+def _verified(
+    delivery: Delivery, page: Page, pushed: Page | None, content: Content
+) -> str:
+    _keep_source(page, content)
     page.mark_verified(at=delivery.received_at, crawled_at=delivery.crawled_at)
     page.save()
     _redirect(pushed, page, delivery)
@@ -273,6 +307,7 @@ def _apply_gone(delivery: Delivery, page: Page) -> str:
             return _superseded(delivery, page)
         if page.status != Page.Status.GONE:
             page_chunks_replace(page=page, drafts=[])
+            page_shapes_record(page=page, shapes={})
             PageVersion.objects.create(
                 page=page, kind=PageVersion.Kind.DELETED, delivery=delivery
             )

@@ -173,6 +173,11 @@ DELIVERY_RETRY_SECONDS = env_int("DELIVERY_RETRY_SECONDS", 30, minimum=0)
 CRAWLBASE_TOKEN = env_secret("CRAWLBASE_TOKEN")
 CRAWLBASE_CRAWLER = env_str("CRAWLBASE_CRAWLER")
 
+# A line shape (digits masked) on at least this many pages, and this percentage of a
+# source's live pages, is boilerplate and is stripped before hashing and chunking.
+BOILERPLATE_MIN_PAGES = env_int("BOILERPLATE_MIN_PAGES", 5, minimum=2)
+BOILERPLATE_MIN_SHARE = env_int("BOILERPLATE_MIN_SHARE", 30, minimum=1, maximum=100)
+
 # -- Embeddings and answers ----------------------------------------------------
 EMBEDDING_DEFAULTS = {
     "hashing": ("hashing-v1", 384),

@@ -1,8 +1,11 @@
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta
 
 from django.contrib.auth.models import Group
+from django.contrib.postgres.fields import ArrayField
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils import timezone
 
@@ -90,6 +93,44 @@ class Source(models.Model):
     def seeds(self) -> list[str]:
         return self._lines(self.seed_urls)
 
+    @property
+    def boilerplate_regexes(self) -> list[re.Pattern]:
+        return [re.compile(line) for line in self._lines(self.boilerplate_patterns)]
+
+    def clean(self) -> None:
+        errors = {}
+        for name in ["allow_patterns", "deny_patterns", "boilerplate_patterns"]:
+            for line in self._lines(getattr(self, name)):
+                try:
+                    re.compile(line)
+                except re.error as exc:
+                    errors[name] = f"{line!r} is not a regular expression: {exc}"
+                    break
+        if errors:
+            raise ValidationError(errors)
+
+
+class LineShape(models.Model):
+    """How many of a source's pages carry a line of this shape (digits masked)."""
+
+    source = models.ForeignKey(Source, on_delete=models.CASCADE, related_name="shapes")
+    shape = models.BigIntegerField()
+    pages = models.PositiveIntegerField(default=0)
+    example = models.CharField(max_length=300, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["source", "shape"], name="lineshape_uniq"),
+        ]
+        indexes = [
+            models.Index(
+                fields=["source", "-pages"], name="lineshape_source_pages_idx"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.example} ({self.pages} pages)"
+
 
 class Page(models.Model):
     """One canonical URL, with the latest content the index holds for it."""
@@ -136,7 +177,24 @@ class Page(models.Model):
     content_hash = models.CharField(
         max_length=64, blank=True, editable=False, help_text="SHA-256 of the Markdown."
     )
-    markdown = models.TextField(blank=True, editable=False)
+    markdown = models.TextField(
+        blank=True,
+        editable=False,
+        help_text="Normalized, without boilerplate: indexed.",
+    )
+    raw_body = models.BinaryField(
+        null=True, editable=False, help_text="The latest delivered body, gzip."
+    )
+    raw_content_type = models.CharField(max_length=200, blank=True, editable=False)
+    extractor_version = models.CharField(
+        max_length=100, blank=True, editable=False, help_text="What made the Markdown."
+    )
+    line_shapes = ArrayField(
+        models.BigIntegerField(),
+        default=list,
+        editable=False,
+        help_text="Line shapes this page adds to its source's boilerplate counts.",
+    )
     original_status = models.PositiveSmallIntegerField(
         null=True, blank=True, editable=False, help_text="The site's last HTTP status."
     )
@@ -232,6 +290,7 @@ class Page(models.Model):
         self.deleted_at = at
         self.content_hash = ""
         self.markdown = ""
+        self.raw_body = None
         self.original_status = original_status
         self.last_crawled_at = crawled_at
         self.last_changed_at = at

@@ -1,0 +1,75 @@
+"""Lines a site repeats on many pages (menus, footers, "last updated" stamps).
+
+A line's *shape* is the line with every digit replaced by 0 and spaces collapsed, so
+"Last updated 2026-11-01" and "Last updated 2026-11-29" are one shape. Each source
+keeps a count of the pages each shape appears on; shapes common enough are stripped
+before hashing and chunking, along with lines matching the source's own patterns.
+Code blocks and headings are never touched.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable, Iterator
+
+DIGITS = re.compile(r"\d")
+SPACES = re.compile(r"\s+")
+FENCE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
+HEADING = re.compile(r"^#{1,6}\s")
+# Lines shorter than this are too generic ("Note", "}") to call boilerplate.
+MIN_LENGTH = 12
+
+
+def line_shape(line: str) -> str:
+    return SPACES.sub(" ", DIGITS.sub("0", line.strip())).lower()
+
+
+def shape_hash(shape: str) -> int:
+    """A signed 64-bit number, for a bigint column."""
+    digest = hashlib.blake2b(shape.encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+def _prose_lines(markdown: str) -> Iterator[tuple[int, str]]:
+    """(index, line) for lines outside fenced code that are not headings."""
+    fence = ""
+    for index, line in enumerate(markdown.split("\n")):
+        opener = FENCE.match(line)
+        if fence:
+            if opener and opener.group(1)[0] == fence[0]:
+                fence = ""
+            continue
+        if opener:
+            fence = opener.group(1)
+            continue
+        if HEADING.match(line) or len(line.strip()) < MIN_LENGTH:
+            continue
+        yield index, line
+
+
+def page_shapes(markdown: str) -> dict[int, str]:
+    """The shapes a page contributes to its source's counts, each with an example."""
+    return {
+        shape_hash(line_shape(line)): line.strip() for _, line in _prose_lines(markdown)
+    }
+
+
+def strip(markdown: str, *, common: set[int], patterns: Iterable[re.Pattern]) -> str:
+    """The Markdown without lines of a common shape or matching a pattern."""
+    patterns = list(patterns)
+    if not common and not patterns:
+        return markdown
+    lines = markdown.split("\n")
+    drop = {
+        index
+        for index, line in _prose_lines(markdown)
+        if shape_hash(line_shape(line)) in common
+        or any(p.search(line.strip()) for p in patterns)
+    }
+    return "\n".join(line for index, line in enumerate(lines) if index not in drop)
+
+
+def compile_patterns(text: str) -> list[re.Pattern]:
+    """One regular expression per non-empty line; raises re.error on a bad one."""
+    return [re.compile(line.strip()) for line in text.splitlines() if line.strip()]

@@ -1,0 +1,51 @@
+"""Work on sources and pages that spans rows: boilerplate counts."""
+
+from __future__ import annotations
+
+import math
+
+from django.conf import settings
+from django.db import connection
+from django.db.models import F
+
+from sources.models import LineShape, Page, Source
+
+
+def source_common_shapes(*, source: Source) -> set[int]:
+    """Line shapes on enough of the source's live pages to count as boilerplate."""
+    live = source.pages.filter(status=Page.Status.LIVE).count()
+    threshold = max(
+        settings.BOILERPLATE_MIN_PAGES,
+        math.ceil(live * settings.BOILERPLATE_MIN_SHARE / 100),
+    )
+    shapes = LineShape.objects.filter(source=source, pages__gte=threshold)
+    return set(shapes.values_list("shape", flat=True))
+
+
+def page_shapes_record(*, page: Page, shapes: dict[int, str]) -> None:
+    """Move the page's contribution to the source's counts to ``shapes``
+    (shape → an example line). Call inside the transaction that saves the page."""
+    old, new = set(page.line_shapes), set(shapes)
+    added, removed = new - old, old - new
+    if removed:
+        # Locks taken in shape order, as the insert below does: no deadlocks.
+        rows = LineShape.objects.filter(source_id=page.source_id, shape__in=removed)
+        locked = rows.order_by("shape").select_for_update().values("pk")
+        LineShape.objects.filter(pk__in=locked).update(pages=F("pages") - 1)
+    if added:
+        _increment(page.source_id, {shape: shapes[shape] for shape in added})
+    page.line_shapes = sorted(new)
+
+
+def _increment(source_id: int, shapes: dict[int, str]) -> None:
+    # One statement, and no lost update when two pages add the same shape at once.
+    table = LineShape._meta.db_table
+    rows = [(source_id, shape, 1, shapes[shape][:300]) for shape in sorted(shapes)]
+    values = ", ".join(["(%s, %s, %s, %s)"] * len(rows))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {table} (source_id, shape, pages, example) VALUES {values} "
+            "ON CONFLICT (source_id, shape) DO UPDATE SET pages = "
+            f"{table}.pages + 1",
+            [value for row in rows for value in row],
+        )
