@@ -249,6 +249,15 @@ def _apply_content(
     report = embeddings_ensure(
         texts={d.embed_hash: d.embed_text for d in drafts}, embedder=embedder
     )
+    if report.requests:
+        # Counted now: tokens are spent even if this job fails before the swap.
+        Delivery.objects.filter(pk=delivery.pk).update(
+            embedding_requests=F("embedding_requests") + report.requests,
+            embedding_tokens=F("embedding_tokens") + report.tokens,
+        )
+        Page.objects.filter(pk=page.pk).update(
+            embedding_tokens=F("embedding_tokens") + report.tokens
+        )
     with transaction.atomic():
         page = _lock(page)
         if not _still_ours(delivery) or page.is_newer_than(delivery.crawled_at):

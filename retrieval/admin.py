@@ -4,7 +4,7 @@ from django.contrib import admin
 from django.db.models import Func, IntegerField
 
 from kbsite.admin_utils import ReadOnlyAdmin, short_hash
-from retrieval.models import Chunk, Embedding
+from retrieval.models import Chunk, Embedding, EmbeddingUsage
 
 
 @admin.register(Chunk)
@@ -40,3 +40,10 @@ class EmbeddingAdmin(ReadOnlyAdmin):
     @admin.display(description="dimensions")
     def dimensions(self, obj: Embedding) -> int:
         return obj._dims
+
+
+@admin.register(EmbeddingUsage)
+class EmbeddingUsageAdmin(ReadOnlyAdmin):
+    list_display = ["day", "space", "requests", "inputs", "tokens"]
+    list_filter = ["space"]
+    date_hierarchy = "day"

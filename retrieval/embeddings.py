@@ -16,8 +16,12 @@ from typing import Protocol
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
+from django.core.signals import setting_changed
+from django.dispatch import receiver
 
 WORD = re.compile(r"\w+", re.UNICODE)
+# OpenAI's embedding models read at most this many tokens of one input.
+MAX_INPUT_TOKENS = 8191
 
 
 class Embedder(Protocol):
@@ -94,7 +98,10 @@ class OpenAIEmbedder:
         if self.model.startswith("text-embedding-3"):
             options["dimensions"] = self.dimensions
         response = self.client.embeddings.create(
-            model=self.model, input=list(texts), encoding_format="float", **options
+            model=self.model,
+            input=[_truncate(text, MAX_INPUT_TOKENS) for text in texts],
+            encoding_format="float",
+            **options,
         )
         ordered = sorted(response.data, key=lambda item: item.index)
         return _checked([item.embedding for item in ordered], len(texts), self)
@@ -152,6 +159,14 @@ def _local_model_path(model: str) -> str:
     )
 
 
+def _truncate(text: str, limit: int) -> str:
+    """At most ``limit`` tokens of ``text`` (a huge code block must not fail a page)."""
+    from ingest.tokens import encoding
+
+    tokens = encoding().encode_ordinary(text)
+    return text if len(tokens) <= limit else encoding().decode(tokens[:limit])
+
+
 def _checked(vectors: list[list[float]], count: int, embedder: Embedder) -> list:
     """The vectors, if there is one per text and each has the configured size."""
     sizes = {len(vector) for vector in vectors}
@@ -183,6 +198,13 @@ def build_embedder(backend: str, model: str, dimensions: int) -> Embedder:
 @lru_cache(maxsize=4)
 def _cached(backend: str, model: str, dimensions: int) -> Embedder:
     return build_embedder(backend, model, dimensions)
+
+
+@receiver(setting_changed)
+def _forget_embedders(*, setting: str, **kwargs) -> None:
+    """Tests (and override_settings) that change the model get a new embedder."""
+    if setting.startswith(("EMBEDDING_", "OPENAI_")):
+        _cached.cache_clear()
 
 
 def get_embedder() -> Embedder:

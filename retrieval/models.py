@@ -79,3 +79,25 @@ class Embedding(models.Model):
 
     def __str__(self) -> str:
         return f"{self.space} {self.text_hash[:12]}"
+
+
+class EmbeddingUsage(models.Model):
+    """What one day cost in one embedding space: requests, texts and tokens sent."""
+
+    day = models.DateField()
+    space = models.CharField(max_length=200)
+    requests = models.PositiveIntegerField(default=0)
+    inputs = models.PositiveIntegerField(default=0)
+    tokens = models.PositiveBigIntegerField(default=0)
+
+    class Meta:
+        verbose_name_plural = "embedding usage"
+        ordering = ["-day", "space"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["day", "space"], name="usage_day_space_uniq"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.day} {self.space}: {self.tokens} tokens"

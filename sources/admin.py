@@ -6,7 +6,7 @@ from django.db.models import Count, Q
 from ingest.services import delivery_requeue
 from kbsite.admin_utils import ReadOnlyAdmin, short_hash
 from retrieval.models import Chunk
-from sources.models import Delivery, Page, PageVersion, Push, Source
+from sources.models import Delivery, LineShape, Page, PageVersion, Push, Source
 
 
 @admin.register(Source)
@@ -74,6 +74,7 @@ class PageAdmin(admin.ModelAdmin):
         "last_changed_at",
         "next_crawl_at",
         "failure_count",
+        "embedding_tokens",
     ]
     list_filter = ["status", "source"]
     search_fields = ["url", "title", "final_url"]
@@ -93,6 +94,8 @@ class PageAdmin(admin.ModelAdmin):
         "last_failure_at",
         "failure_count",
         "last_error",
+        "embedding_tokens",
+        "extractor_version",
         "created_at",
         "markdown",
     ]
@@ -101,6 +104,16 @@ class PageAdmin(admin.ModelAdmin):
     @admin.display(description="content hash", ordering="content_hash")
     def hash(self, obj: Page) -> str:
         return short_hash(obj.content_hash)
+
+
+@admin.register(LineShape)
+class LineShapeAdmin(ReadOnlyAdmin):
+    """What each source's pages repeat: the lines stripped as boilerplate."""
+
+    list_display = ["example", "source", "pages"]
+    list_filter = ["source"]
+    search_fields = ["example"]
+    ordering = ["-pages"]
 
 
 @admin.register(PageVersion)
@@ -133,6 +146,7 @@ class DeliveryAdmin(ReadOnlyAdmin):
         "original_status",
         "crawler_status",
         "attempts",
+        "embedding_tokens",
         "received_at",
     ]
     list_filter = ["state", "outcome", "crawler_status", "original_status"]

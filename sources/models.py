@@ -229,6 +229,9 @@ class Page(models.Model):
         help_text="Overrides the source's interval for this page, e.g. 1 00:00:00.",
     )
     next_crawl_at = models.DateTimeField(null=True, blank=True)
+    embedding_tokens = models.PositiveBigIntegerField(
+        default=0, editable=False, help_text="Tokens embedded for this page, ever."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -414,6 +417,10 @@ class Delivery(models.Model):
     )
     state = models.CharField(max_length=20, choices=State.choices, default=State.QUEUED)
     attempts = models.PositiveSmallIntegerField(default=0)
+    embedding_requests = models.PositiveIntegerField(default=0)
+    embedding_tokens = models.PositiveIntegerField(
+        default=0, help_text="Tokens sent to the embedding model for this delivery."
+    )
     outcome = models.CharField(max_length=20, choices=Outcome.choices, blank=True)
     error = models.TextField(blank=True)
     page = models.ForeignKey(

@@ -5,8 +5,8 @@ from django.test import TestCase
 from django.urls import reverse
 from django_q.models import OrmQ
 
-from retrieval.models import Chunk, Embedding
-from sources.models import Delivery, Page, PageVersion, Source
+from retrieval.models import Chunk, Embedding, EmbeddingUsage
+from sources.models import Delivery, LineShape, Page, PageVersion, Push, Source
 
 
 class AdminPagesTests(TestCase):
@@ -38,7 +38,8 @@ class AdminPagesTests(TestCase):
         self.client.force_login(self.editor)
 
     def test_every_changelist_renders(self):
-        for model in [Source, Page, PageVersion, Delivery, Chunk, Embedding]:
+        models = [Source, Page, PageVersion, Delivery, Push, LineShape]
+        for model in [*models, Chunk, Embedding, EmbeddingUsage]:
             meta = model._meta
             url = reverse(f"admin:{meta.app_label}_{meta.model_name}_changelist")
             with self.subTest(model=meta.model_name):
