@@ -58,7 +58,7 @@ def chunk_markdown(markdown: str, *, title: str = "") -> list[ChunkDraft]:
     title = clean_inline(title)
     for section in _sections(markdown):
         heading = SEPARATOR.join(section.path)
-        prefix = SEPARATOR.join(part for part in [title, heading] if part)
+        prefix = SEPARATOR.join(_prefix_parts(title, section.path))
         blocks = _blocks(section.lines)
         sticky = blocks[0] if section.path and blocks else ""
         for text in _pack(blocks, sticky=sticky):
@@ -75,6 +75,13 @@ def chunk_markdown(markdown: str, *, title: str = "") -> list[ChunkDraft]:
                 )
             )
     return drafts
+
+
+def _prefix_parts(title: str, path: list[str]) -> list[str]:
+    """Title, then heading path, without the H1 when it only repeats the title."""
+    if path and path[0] == title:
+        path = path[1:]
+    return [part for part in [title, *path] if part]
 
 
 def text_hash(text: str) -> str:

@@ -143,3 +143,10 @@ def test_clean_inline_keeps_labels_and_drops_targets():
     )
 
     assert clean_inline(text) == "Read docs, diagram, ref, https://a.b."
+
+
+def test_an_h1_repeating_the_title_is_not_embedded_twice():
+    (chunk,) = chunk_markdown("# Install\n\n## Steps\n\nRun it.\n", title="Install")
+
+    assert chunk.heading == "Install › Steps"
+    assert chunk.embed_text.startswith("Install › Steps\n\n")

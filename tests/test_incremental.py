@@ -1,0 +1,150 @@
+"""Only text never embedded with the active model is sent to the embedding API."""
+
+from __future__ import annotations
+
+import gzip
+
+from django.test import override_settings
+
+from retrieval.models import Embedding, EmbeddingUsage
+from sources.models import Delivery, LineShape
+from tests.fakes.openai_api import FakeOpenAI
+from tests.world import SITE, IngestWorld
+
+SECTIONS = {
+    "Requirements": "You need Python 3.11 and PostgreSQL 16 with pgvector.",
+    "Install": "Run pip install example inside a virtual environment.",
+    "Configure": "Set DATABASE_URL before the first start of the server.",
+}
+FOOTER = "Last updated on 2026-11-01 by the documentation team."
+
+
+def doc(title: str, sections: dict[str, str], footer: str = FOOTER) -> str:
+    body = "".join(f"<h2>{h}</h2><p>{t}</p>" for h, t in sections.items())
+    return (
+        f"<html><head><title>{title}</title></head><body><main><h1>{title}</h1>"
+        f"<p>Home · Guide · API reference · Changelog</p>{body}<p>{footer}</p>"
+        "</main></body></html>"
+    )
+
+
+class IncrementalTests(IngestWorld):
+    def setUp(self):
+        self.api = self.enterContext(FakeOpenAI())
+        self.enterContext(
+            override_settings(
+                EMBEDDING_BACKEND="openai",
+                EMBEDDING_MODEL="text-embedding-3-small",
+                EMBEDDING_DIMENSIONS=64,
+                OPENAI_API_KEY="sk-test",
+                OPENAI_BASE_URL=self.api.base_url,
+            )
+        )
+        # Five other pages of the site teach it its menu and footer lines.
+        for number in range(5):
+            self.ingest(
+                f"{SITE}/other{number}/", doc(f"Other {number}", {"A": f"x{number}"})
+            )
+        self.url = f"{SITE}/install/"
+        self.first = self.ingest(self.url, doc("Install", SECTIONS))
+        self.api.seen.clear()
+
+    def test_the_first_crawl_embeds_each_section_once_and_counts_it(self):
+        page = self.page(self.url)
+        tokens = sum(page.chunks.values_list("token_count", flat=True))
+
+        assert page.chunks.count() == 3
+        assert self.first.embedding_requests == 1
+        assert self.first.embedding_tokens == tokens == page.embedding_tokens
+        usage = EmbeddingUsage.objects.get(space="openai/text-embedding-3-small/64")
+        assert usage.tokens == self.api.tokens
+        assert usage.requests == self.api.requests == 6
+
+    def test_editing_one_section_embeds_exactly_that_sections_chunk(self):
+        edited = dict(SECTIONS, Install="Run uv pip install example instead.")
+
+        delivery = self.ingest(self.url, doc("Install", edited))
+
+        assert delivery.outcome == Delivery.Outcome.EMBEDDED
+        assert len(self.api.seen) == 1
+        assert "Run uv pip install example instead." in self.api.seen[0]
+        assert self.api.seen[0].startswith("Install › Install\n\n")
+        assert delivery.embedding_tokens > 0
+        assert "uv pip" in self.page(self.url).markdown
+
+    def test_reordering_sections_embeds_nothing(self):
+        reordered = dict(reversed(list(SECTIONS.items())))
+
+        delivery = self.ingest(self.url, doc("Install", reordered))
+
+        page = self.page(self.url)
+        assert delivery.outcome == Delivery.Outcome.EMBEDDED  # new content, new order
+        assert self.api.seen == []
+        assert delivery.embedding_tokens == 0
+        headings = list(
+            page.chunks.order_by("position").values_list("heading", flat=True)
+        )
+        assert headings == [
+            "Install › Configure",
+            "Install › Install",
+            "Install › Requirements",
+        ]
+
+    def test_a_footer_date_change_embeds_nothing_and_only_bumps_last_verified_at(self):
+        before = self.page(self.url)
+
+        delivery = self.ingest(
+            self.url,
+            doc("Install", SECTIONS, FOOTER.replace("2026-11-01", "2026-11-29")),
+        )
+
+        page = self.page(self.url)
+        assert delivery.outcome == Delivery.Outcome.UNCHANGED
+        assert self.api.seen == []
+        assert page.last_verified_at == delivery.received_at > before.last_verified_at
+        assert page.last_changed_at == before.last_changed_at
+        assert page.content_hash == before.content_hash
+
+    def test_learned_boilerplate_is_kept_out_of_the_index(self):
+        page = self.page(self.url)
+
+        assert "Home · Guide" not in page.markdown
+        assert "Last updated" not in page.markdown
+        assert "You need Python 3.11" in page.markdown
+        menu = LineShape.objects.get(example__startswith="Home · Guide")
+        assert menu.pages == 6
+
+    def test_a_tombstone_takes_its_lines_out_of_the_counts(self):
+        self.ingest(self.url, "gone", original_status=404)
+
+        assert LineShape.objects.get(example__startswith="Home · Guide").pages == 5
+
+    def test_identical_text_is_embedded_once_across_pages(self):
+        delivery = self.ingest(f"{SITE}/install-copy/", doc("Install", SECTIONS))
+
+        assert delivery.outcome == Delivery.Outcome.EMBEDDED
+        assert self.api.seen == []
+        mirror = self.page(f"{SITE}/install-copy/")
+        assert set(mirror.chunks.values_list("embed_hash", flat=True)) == set(
+            self.page(self.url).chunks.values_list("embed_hash", flat=True)
+        )
+
+    def test_the_latest_raw_body_is_kept_with_its_extractor_version(self):
+        page = self.page(self.url)
+
+        assert gzip.decompress(bytes(page.raw_body)).decode() == doc(
+            "Install", SECTIONS
+        )
+        assert page.raw_content_type == "text/plain"
+        assert page.extractor_version.startswith("selectolax+html-to-markdown")
+
+    def test_a_model_change_embeds_everything_again_in_its_own_space(self):
+        with override_settings(EMBEDDING_DIMENSIONS=32):
+            self.ingest(self.url, doc("Install", dict(SECTIONS, Install="changed")))
+
+        spaces = set(Embedding.objects.values_list("space", flat=True))
+        assert spaces == {
+            "openai/text-embedding-3-small/64",
+            "openai/text-embedding-3-small/32",
+        }
+        assert len(self.api.seen) == 3, "every chunk of the page, in the new space"
