@@ -3,22 +3,27 @@ from __future__ import annotations
 from django.apps import AppConfig
 from django.db.models.signals import post_migrate
 
-SWEEP = "ingest: fail stalled deliveries"
+# name → task; each runs every 10 minutes, in one cluster at a time.
+SCHEDULES = {
+    "ingest: fail stalled deliveries": "deliveries_fail_stalled_task",
+    "ingest: refresh learned boilerplate": "sources_boilerplate_refresh_task",
+}
 
 
 def _ensure_schedules(sender: AppConfig, **kwargs) -> None:
     """The periodic jobs ingest needs, created or repaired after every migrate."""
     from django_q.models import Schedule
 
-    Schedule.objects.update_or_create(
-        name=SWEEP,
-        defaults={
-            "func": "ingest.tasks.deliveries_fail_stalled_task",
-            "schedule_type": Schedule.MINUTES,
-            "minutes": 10,
-            "repeats": -1,
-        },
-    )
+    for name, func in SCHEDULES.items():
+        Schedule.objects.update_or_create(
+            name=name,
+            defaults={
+                "func": f"ingest.tasks.{func}",
+                "schedule_type": Schedule.MINUTES,
+                "minutes": 10,
+                "repeats": -1,
+            },
+        )
 
 
 class IngestConfig(AppConfig):

@@ -9,8 +9,15 @@ from selectolax.lexbor import LexborHTMLParser
 
 # Where documentation sites put their content, most specific first.
 DEFAULT_SELECTORS = ["main", "[role=main]", "article", "#content", ".document", "body"]
-# Chrome that is never content, wherever it appears.
-CHROME = "nav, header, footer, aside, script, style, noscript, form, [role=navigation]"
+# Chrome that is never content, wherever it appears: HTML5 landmarks, and the
+# navigation blocks of the common documentation generators (DocBook, Sphinx).
+CHROME = ", ".join(
+    [
+        "nav, header, footer, aside, script, style, noscript, form",
+        "[role=navigation], [role=banner], [role=contentinfo]",
+        ".navheader, .navfooter, .sphinxsidebar, .related, .headerlink",
+    ]
+)
 # Heading anchors ("¶" in Sphinx, "#" in DocBook and others) are not content.
 PERMALINK_TEXTS = {"¶", "#", "§", "🔗", "link"}
 H1 = re.compile(r"^# +(.+?)\s*#*$", re.MULTILINE)

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import gzip
 import logging
 import traceback
-from dataclasses import dataclass
 from datetime import timedelta
 from urllib.parse import urlsplit
 
@@ -16,18 +14,19 @@ from django.utils import timezone
 from django_q.models import Schedule
 from django_q.tasks import async_task, schedule
 
-from ingest import boilerplate, wire
+from ingest import wire
 from ingest.chunking import chunk_markdown
-from ingest.extract import EXTRACTOR_VERSION, html_to_page, markdown_title
-from ingest.normalize import content_hash, normalize
+from ingest.content import Content, EmptyContent, content_derive
+from ingest.extract import EXTRACTOR_VERSION
 from retrieval.embeddings import get_embedder
 from retrieval.services import embeddings_ensure, page_chunks_replace
 from sources.models import Delivery, Page, PageVersion, Push, Source
-from sources.services import page_shapes_record, source_common_shapes
+from sources.services import page_shapes_record, source_boilerplate_refresh
 
 logger = logging.getLogger(__name__)
 
 TASK = "ingest.tasks.delivery_process_task"
+REDERIVE_TASK = "ingest.tasks.source_pages_rederive_task"
 GONE_STATUSES = {404, 410}
 Outcome = Delivery.Outcome
 
@@ -104,16 +103,6 @@ def deliveries_fail_stalled(*, now=None) -> int:
 # -- the job side ----------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Content:
-    title: str
-    markdown: str  # normalized, boilerplate stripped: what is hashed and indexed
-    digest: str
-    shapes: dict[int, str]  # the line shapes of the page before stripping
-    raw_body: bytes  # gzip
-    content_type: str
-
-
 class Skip(Exception):
     """The delivery ends here with this outcome; the page may record a failure."""
 
@@ -156,6 +145,9 @@ def _process(delivery: Delivery) -> str:
     page, pushed = _resolve_page(delivery)
     if page is None:
         return _finish(delivery, None, Outcome.REJECTED, "no source covers this URL")
+    moved = source_boilerplate_refresh(source=page.source)
+    if moved:
+        _enqueue_rederive(page.source, moved)
     try:
         if delivery.original_status in GONE_STATUSES:
             return _apply_gone(delivery, page)
@@ -164,6 +156,62 @@ def _process(delivery: Delivery) -> str:
         return _apply_content(delivery, page, pushed, content)
     except Skip as skip:
         return _apply_skip(delivery, page, skip)
+
+
+def _enqueue_rederive(source: Source, shapes: set[int]) -> None:
+    async_task(REDERIVE_TASK, source.pk, sorted(shapes), task_name=f"rederive {source}")
+
+
+def sources_boilerplate_refresh() -> int:
+    """For every source, catch up with its counts (pages may stop arriving before a
+    shape crosses the line); returns how many sources had pages to derive again."""
+    refreshed = 0
+    for source in Source.objects.all():
+        moved = source_boilerplate_refresh(source=source)
+        if moved:
+            _enqueue_rederive(source, moved)
+            refreshed += 1
+    return refreshed
+
+
+def source_pages_rederive(*, source: Source, shapes: list[int]) -> int:
+    """Derive again the live pages carrying these shapes; returns how many changed."""
+    pages = source.pages.filter(status=Page.Status.LIVE, line_shapes__overlap=shapes)
+    changed = 0
+    for page in pages.exclude(raw_body=None).select_related("source").iterator():
+        changed += page_rederive(page=page)
+    return changed
+
+
+def page_rederive(*, page: Page) -> bool:
+    """New Markdown and chunks from the page's stored body, under the source's current
+    rules; only chunk texts new to the index are embedded. False if nothing changed
+    (or a newer delivery got there first)."""
+    seen = page.last_crawled_at
+    try:
+        content = _derive(page.source, bytes(page.raw_body), page.raw_content_type)
+    except (wire.DeliveryError, EmptyContent):
+        return False
+    if content.digest == page.content_hash:
+        return False
+    drafts, _ = _embed(content, page)
+    with transaction.atomic():
+        page = _lock(page)
+        if page.last_crawled_at != seen or not page.is_live:
+            return False
+        page_chunks_replace(page=page, drafts=drafts)
+        page.mark_rederived(
+            title=content.title, markdown=content.markdown, digest=content.digest
+        )
+        page.extractor_version = EXTRACTOR_VERSION
+        page.save()
+        PageVersion.objects.create(
+            page=page,
+            kind=PageVersion.Kind.CHANGED,
+            content_hash=content.digest,
+            markdown=content.markdown,
+        )
+    return True
 
 
 def _resolve_page(delivery: Delivery) -> tuple[Page | None, Page | None]:
@@ -198,38 +246,44 @@ def _check_crawl_succeeded(delivery: Delivery) -> None:
 
 
 def _content(delivery: Delivery, source: Source) -> Content:
-    raw = bytes(delivery.body or b"")
     try:
-        body = wire.read_body(
-            raw=raw,
-            content_type=delivery.content_type,
-            limit=settings.WEBHOOK_MAX_BODY_BYTES,
-        )
+        return _derive(source, bytes(delivery.body or b""), delivery.content_type)
     except wire.DeliveryError as exc:
         raise Skip(Outcome.REJECTED, str(exc)) from None
-    if body.format == wire.BodyFormat.MARKDOWN:
-        title, markdown = markdown_title(body.text), body.text
-    else:
-        title, markdown = html_to_page(body.text, selector=source.content_selector)
-    markdown = normalize(markdown)
-    shapes = boilerplate.page_shapes(markdown)
-    markdown = normalize(
-        boilerplate.strip(
-            markdown,
-            common=source_common_shapes(source=source),
-            patterns=source.boilerplate_regexes,
+    except EmptyContent as exc:
+        raise Skip(Outcome.SKIPPED, str(exc), page_failure=True) from None
+
+
+def _derive(source: Source, raw: bytes, content_type: str) -> Content:
+    return content_derive(
+        raw=raw,
+        content_type=content_type,
+        selector=source.content_selector,
+        common=set(source.common_shapes),
+        patterns=source.boilerplate_regexes,
+        limit=settings.WEBHOOK_MAX_BODY_BYTES,
+    )
+
+
+def _embed(content: Content, page: Page, delivery: Delivery | None = None):
+    """Chunk the content and embed the chunk texts new to the active space.
+
+    The spend is recorded at once: tokens are paid for even if the swap never comes.
+    """
+    drafts = chunk_markdown(content.markdown, title=content.title)
+    report = embeddings_ensure(
+        texts={d.embed_hash: d.embed_text for d in drafts}, embedder=get_embedder()
+    )
+    if report.requests:
+        if delivery is not None:
+            Delivery.objects.filter(pk=delivery.pk).update(
+                embedding_requests=F("embedding_requests") + report.requests,
+                embedding_tokens=F("embedding_tokens") + report.tokens,
+            )
+        Page.objects.filter(pk=page.pk).update(
+            embedding_tokens=F("embedding_tokens") + report.tokens
         )
-    )
-    if not markdown:
-        raise Skip(Outcome.SKIPPED, "the page has no content", page_failure=True)
-    return Content(
-        title=title,
-        markdown=markdown,
-        digest=content_hash(markdown),
-        shapes=shapes,
-        raw_body=raw if raw[:2] == wire.GZIP_MAGIC else gzip.compress(raw),
-        content_type=delivery.content_type,
-    )
+    return drafts, report
 
 
 def _keep_source(page: Page, content: Content) -> None:
@@ -244,20 +298,7 @@ def _apply_content(
 ) -> str:
     if page.is_live and page.content_hash == content.digest:
         return _apply_unchanged(delivery, page, pushed, content)
-    drafts = chunk_markdown(content.markdown, title=content.title)
-    embedder = get_embedder()
-    report = embeddings_ensure(
-        texts={d.embed_hash: d.embed_text for d in drafts}, embedder=embedder
-    )
-    if report.requests:
-        # Counted now: tokens are spent even if this job fails before the swap.
-        Delivery.objects.filter(pk=delivery.pk).update(
-            embedding_requests=F("embedding_requests") + report.requests,
-            embedding_tokens=F("embedding_tokens") + report.tokens,
-        )
-        Page.objects.filter(pk=page.pk).update(
-            embedding_tokens=F("embedding_tokens") + report.tokens
-        )
+    drafts, report = _embed(content, page, delivery)
     with transaction.atomic():
         page = _lock(page)
         if not _still_ours(delivery) or page.is_newer_than(delivery.crawled_at):

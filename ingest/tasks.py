@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from ingest.services import deliveries_fail_stalled, delivery_process
+from ingest.services import (
+    deliveries_fail_stalled,
+    delivery_process,
+    source_pages_rederive,
+    sources_boilerplate_refresh,
+)
+from sources.models import Source
 
 
 def delivery_process_task(delivery_id: int) -> str | None:
@@ -11,3 +17,12 @@ def delivery_process_task(delivery_id: int) -> str | None:
 
 def deliveries_fail_stalled_task() -> int:
     return deliveries_fail_stalled()
+
+
+def source_pages_rederive_task(source_id: int, shapes: list[int]) -> int:
+    source = Source.objects.filter(pk=source_id).first()
+    return source_pages_rederive(source=source, shapes=shapes) if source else 0
+
+
+def sources_boilerplate_refresh_task() -> int:
+    return sources_boilerplate_refresh()

@@ -175,8 +175,8 @@ CRAWLBASE_CRAWLER = env_str("CRAWLBASE_CRAWLER")
 
 # A line shape (digits masked) on at least this many pages, and this percentage of a
 # source's live pages, is boilerplate and is stripped before hashing and chunking.
-BOILERPLATE_MIN_PAGES = env_int("BOILERPLATE_MIN_PAGES", 5, minimum=2)
-BOILERPLATE_MIN_SHARE = env_int("BOILERPLATE_MIN_SHARE", 30, minimum=1, maximum=100)
+BOILERPLATE_MIN_PAGES = env_int("BOILERPLATE_MIN_PAGES", 10, minimum=2)
+BOILERPLATE_MIN_SHARE = env_int("BOILERPLATE_MIN_SHARE", 50, minimum=1, maximum=100)
 
 # -- Embeddings and answers ----------------------------------------------------
 EMBEDDING_DEFAULTS = {

@@ -5,6 +5,7 @@ from datetime import datetime, timedelta
 
 from django.contrib.auth.models import Group
 from django.contrib.postgres.fields import ArrayField
+from django.contrib.postgres.indexes import GinIndex
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils import timezone
@@ -75,6 +76,12 @@ class Source(models.Model):
         related_name="sources",
         help_text="Only API users in these groups may search this source. "
         "Empty: every API user may.",
+    )
+    common_shapes = ArrayField(
+        models.BigIntegerField(),
+        default=list,
+        editable=False,
+        help_text="Line shapes currently stripped as this source's boilerplate.",
     )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -239,6 +246,7 @@ class Page(models.Model):
         indexes = [
             models.Index(fields=["next_crawl_at"], name="page_next_crawl_idx"),
             models.Index(fields=["source", "status"], name="page_source_status_idx"),
+            GinIndex(fields=["line_shapes"], name="page_line_shapes_idx"),
         ]
 
     def __str__(self) -> str:
@@ -299,6 +307,13 @@ class Page(models.Model):
         self.last_changed_at = at
         self.failure_count = 0
         self.next_crawl_at = at + self.interval * TOMBSTONE_RECHECK_FACTOR
+
+    def mark_rederived(self, *, title: str, markdown: str, digest: str) -> None:
+        """New Markdown from the same delivered body (new boilerplate rules or a new
+        extractor): the site did not change, so the freshness dates stay."""
+        self.title = title[:500]
+        self.markdown = markdown
+        self.content_hash = digest
 
     def mark_redirected(self, *, to: Page, at: datetime, crawled_at: datetime) -> None:
         self.status = self.Status.REDIRECTED

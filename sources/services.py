@@ -22,6 +22,23 @@ def source_common_shapes(*, source: Source) -> set[int]:
     return set(shapes.values_list("shape", flat=True))
 
 
+def source_boilerplate_refresh(*, source: Source) -> set[int]:
+    """Bring the source's stripped set up to date with its counts.
+
+    Returns the shapes that came in or went out, whose pages now need deriving again
+    (empty if nothing moved, or another process got there first).
+    """
+    fresh = source_common_shapes(source=source)
+    old = set(source.common_shapes)
+    if fresh == old:
+        return set()
+    moved = Source.objects.filter(pk=source.pk, common_shapes=sorted(old)).update(
+        common_shapes=sorted(fresh)
+    )
+    source.common_shapes = sorted(fresh)
+    return fresh ^ old if moved else set()
+
+
 def page_shapes_record(*, page: Page, shapes: dict[int, str]) -> None:
     """Move the page's contribution to the source's counts to ``shapes``
     (shape → an example line). Call inside the transaction that saves the page."""

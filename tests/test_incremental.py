@@ -4,18 +4,21 @@ from __future__ import annotations
 
 import gzip
 
+from django.conf import settings
 from django.test import override_settings
 
 from retrieval.models import Embedding, EmbeddingUsage
 from sources.models import Delivery, LineShape
 from tests.fakes.openai_api import FakeOpenAI
-from tests.world import SITE, IngestWorld
+from tests.world import SITE, IngestWorld, run_queued
 
 SECTIONS = {
     "Requirements": "You need Python 3.11 and PostgreSQL 16 with pgvector.",
     "Install": "Run pip install example inside a virtual environment.",
     "Configure": "Set DATABASE_URL before the first start of the server.",
 }
+TOPICS = ["tables", "indexes", "views", "triggers", "roles", "schemas", "types",
+          "functions", "queries", "backups", "replication", "extensions"]  # fmt: skip
 FOOTER = "Last updated on 2026-11-01 by the documentation team."
 
 
@@ -40,11 +43,13 @@ class IncrementalTests(IngestWorld):
                 OPENAI_BASE_URL=self.api.base_url,
             )
         )
-        # Five other pages of the site teach it its menu and footer lines.
-        for number in range(5):
-            self.ingest(
-                f"{SITE}/other{number}/", doc(f"Other {number}", {"A": f"x{number}"})
-            )
+        # Other pages of the site teach it its menu and footer lines.
+        self.others = [
+            f"{SITE}/other{n}/" for n in range(settings.BOILERPLATE_MIN_PAGES)
+        ]
+        for number, url in enumerate(self.others):
+            topic = TOPICS[number % len(TOPICS)] + " " * (number // len(TOPICS))
+            self.ingest(url, doc(f"Other {number}", {"A": f"All about {topic}."}))
         self.url = f"{SITE}/install/"
         self.first = self.ingest(self.url, doc("Install", SECTIONS))
         self.api.seen.clear()
@@ -58,7 +63,7 @@ class IncrementalTests(IngestWorld):
         assert self.first.embedding_tokens == tokens == page.embedding_tokens
         usage = EmbeddingUsage.objects.get(space="openai/text-embedding-3-small/64")
         assert usage.tokens == self.api.tokens
-        assert usage.requests == self.api.requests == 6
+        assert usage.requests == self.api.requests == len(self.others) + 1
 
     def test_editing_one_section_embeds_exactly_that_sections_chunk(self):
         edited = dict(SECTIONS, Install="Run uv pip install example instead.")
@@ -112,12 +117,31 @@ class IncrementalTests(IngestWorld):
         assert "Last updated" not in page.markdown
         assert "You need Python 3.11" in page.markdown
         menu = LineShape.objects.get(example__startswith="Home · Guide")
-        assert menu.pages == 6
+        assert menu.pages == len(self.others) + 1
+        assert menu.shape in self.source.__class__.objects.get().common_shapes
+
+    def test_pages_crawled_before_a_line_was_learned_are_derived_again(self):
+        early = self.page(self.others[0])
+        assert "Home · Guide" in early.markdown, "not yet known as boilerplate"
+        changed_at = early.last_changed_at
+        self.api.seen.clear()
+
+        (changed,) = run_queued("ingest.tasks.source_pages_rederive_task")
+
+        early = self.page(self.others[0])
+        assert changed == len(self.others)  # all crawled before the line was learned
+        assert "Home · Guide" not in early.markdown
+        assert "Last updated" not in early.markdown
+        assert "All about tables." in early.markdown
+        assert early.last_changed_at == changed_at, "the site did not change"
+        assert early.versions.count() == 2
+        assert len(self.api.seen) == len(self.others), "one new chunk text a page"
 
     def test_a_tombstone_takes_its_lines_out_of_the_counts(self):
         self.ingest(self.url, "gone", original_status=404)
 
-        assert LineShape.objects.get(example__startswith="Home · Guide").pages == 5
+        menu = LineShape.objects.get(example__startswith="Home · Guide")
+        assert menu.pages == len(self.others)
 
     def test_identical_text_is_embedded_once_across_pages(self):
         delivery = self.ingest(f"{SITE}/install-copy/", doc("Install", SECTIONS))

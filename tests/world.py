@@ -37,6 +37,23 @@ INSTALL_EDITED = page_html(
 )
 
 
+def run_queued(func: str) -> list:
+    """Run the queued jobs for ``func`` as a worker would, and take them off the queue.
+
+    Jobs for other functions stay queued."""
+    from django.utils.module_loading import import_string
+    from django_q.models import OrmQ
+    from django_q.signing import SignedPackage
+
+    results = []
+    for row in OrmQ.objects.order_by("id"):
+        task = SignedPackage.loads(row.payload)
+        if task["func"] == func:
+            results.append(import_string(func)(*task["args"], **task["kwargs"]))
+            row.delete()
+    return results
+
+
 def next_rid() -> str:
     return f"rid{next(_rids):06d}"
 

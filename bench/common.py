@@ -1,0 +1,88 @@
+"""Django set-up and a delivery loop shared by the benchmarks."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH_DB = "kb_bench"
+
+
+def django_with_fake_openai(dimensions: int = 256):
+    """Start the fake OpenAI endpoint, point the settings at it, set Django up on a
+    fresh benchmark database. Returns the running fake (it counts requests)."""
+    sys.path.insert(0, str(ROOT))
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "kbsite.settings")
+    from tests.fakes.openai_api import FakeOpenAI
+
+    fake = FakeOpenAI().__enter__()
+    os.environ.update(
+        EMBEDDED_DB_NAME=BENCH_DB,
+        EMBEDDING_BACKEND="openai",
+        EMBEDDING_MODEL="text-embedding-3-small",
+        EMBEDDING_DIMENSIONS=str(dimensions),
+        OPENAI_API_KEY="sk-bench",
+        OPENAI_BASE_URL=fake.base_url,
+        LOG_LEVEL="WARNING",
+    )
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    call_command("flush", interactive=False, verbosity=0)
+    return fake
+
+
+@dataclass
+class Round:
+    name: str
+    pages: int = 0
+    seconds: float = 0.0
+    requests: int = 0
+    tokens: int = 0
+    outcomes: Counter = field(default_factory=Counter)
+    delivery_ids: dict[str, int] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        return (
+            f"{self.name:>12}: {self.pages} pages in {self.seconds:.1f} s = "
+            f"{self.pages / self.seconds:.0f} pages/s; outcomes {dict(self.outcomes)}; "
+            f"embedding requests {self.requests}, tokens embedded {self.tokens:,}"
+        )
+
+
+def deliver_all(name: str, pages: list[tuple[str, str, int]], fake) -> Round:
+    """Deliver (url, html, status) pages through the webhook's service and run each
+    job in this process, one after another."""
+    from django_q.models import OrmQ
+
+    from ingest import wire
+    from ingest.services import delivery_process, delivery_receive
+
+    result = Round(name, pages=len(pages))
+    requests, tokens = fake.requests, fake.tokens
+    started = time.perf_counter()
+    for number, (url, html, status) in enumerate(pages):
+        parsed = wire.ParsedDelivery(
+            rid=f"{name}-{number}", url=url, original_status=status,
+            crawler_status=200, body_format="html", text="",
+        )  # fmt: skip
+        raw = gzip.compress(html.encode())
+        delivery, _ = delivery_receive(
+            parsed=parsed, raw=raw, content_type="text/plain"
+        )
+        result.outcomes[str(delivery_process(delivery_id=delivery.pk))] += 1
+        result.delivery_ids[url] = delivery.pk
+    result.seconds = time.perf_counter() - started
+    result.requests = fake.requests - requests
+    result.tokens = fake.tokens - tokens
+    OrmQ.objects.all().delete()  # the jobs ran here, not in a cluster
+    return result

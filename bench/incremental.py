@@ -1,0 +1,122 @@
+"""What a recrawl costs in embedding tokens: full rebuild, page-level gating, this product.
+
+Every page of the PostgreSQL 15 manual (1,169 pages) gets a "Last updated on <date>"
+line, and is ingested. Then a recrawl in which, chosen with a fixed seed, 4% of the
+pages have one paragraph edited, 1% answer 404, 1% only change the footer date, and
+the rest are identical. Reported, from the same run:
+
+(a) full rebuild: every chunk of the recrawled index embedded again;
+(b) page-level gating: every chunk of each page whose delivered body changed
+    (what re-embedding whole changed pages costs, footer-only pages included);
+(c) this product: the tokens actually sent to the (fake) embedding API.
+
+Also the chunking throughput: HTML to Markdown, normalize, chunk, with no database.
+
+    .venv/bin/python -m bench.incremental [--limit N] [--seed 7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import re
+import time
+
+from bench.common import deliver_all, django_with_fake_openai
+from bench.corpus import BASE_URL, pages
+
+FOOTER = '<p class="stamp">Last updated on {date}.</p></body>'
+PARAGRAPH_END = re.compile(r"</p>")
+
+
+def with_footer(html: str, date: str) -> str:
+    return html.replace("</body>", FOOTER.format(date=date), 1)
+
+
+def edit_one_paragraph(html: str, rng: random.Random) -> str:
+    ends = [m.start() for m in PARAGRAPH_END.finditer(html)]
+    at = rng.choice(ends[:-1] or ends)  # not the footer stamp
+    return f"{html[:at]} This sentence was added by the recrawl.{html[at:]}"
+
+
+def chunking_throughput(corpus: list[tuple[str, str]]) -> str:
+    from ingest.chunking import chunk_markdown
+    from ingest.extract import html_to_page
+    from ingest.normalize import normalize
+
+    started = time.perf_counter()
+    chunks = 0
+    for _, html in corpus:
+        title, markdown = html_to_page(html)
+        chunks += len(chunk_markdown(normalize(markdown), title=title))
+    elapsed = time.perf_counter() - started
+    return (
+        f"chunking: {len(corpus)} pages in {elapsed:.1f} s = {len(corpus) / elapsed:.0f} "
+        f"pages/s (extract + normalize + chunk), {chunks} chunks"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--limit", type=int, default=0, help="only the first N pages")
+    parser.add_argument("--seed", type=int, default=7)
+    args = parser.parse_args()
+
+    rng = random.Random(args.seed)
+    corpus = pages()[: args.limit or None]
+    print(chunking_throughput(corpus))
+    fake = django_with_fake_openai()
+    from django.db.models import Sum
+
+    from retrieval.models import Chunk
+    from sources.models import Delivery, Page, Source
+
+    Source.objects.create(name="PostgreSQL 15 manual", seed_urls=BASE_URL)
+    first = [(url, with_footer(html, "2026-11-01"), 200) for url, html in corpus]
+    print(deliver_all("first crawl", first, fake))
+
+    order = list(range(len(corpus)))
+    rng.shuffle(order)
+    n = len(corpus)
+    edited = set(order[: round(n * 0.04)])
+    gone = set(order[len(edited) : len(edited) + round(n * 0.01)])
+    footer = set(
+        order[len(edited) + len(gone) : len(edited) + len(gone) + round(n * 0.01)]
+    )
+    recrawl = []
+    for index, (url, html, _) in enumerate(first):
+        if index in edited:
+            html = edit_one_paragraph(html, rng)
+        elif index in footer:
+            html = html.replace("2026-11-01", "2026-11-29")
+        recrawl.append((url, html, 404 if index in gone else 200))
+    second = deliver_all("recrawl", recrawl, fake)
+    print(second)
+
+    def tokens_of(urls: list[str]) -> int:
+        live = Chunk.objects.filter(page__url__in=urls, page__status=Page.Status.LIVE)
+        return live.aggregate(total=Sum("token_count"))["total"] or 0
+
+    live = Chunk.objects.filter(page__status=Page.Status.LIVE)
+    full = live.aggregate(total=Sum("token_count"))["total"]
+    changed_urls = [first[i][0] for i in edited | footer]
+    gated = tokens_of(changed_urls)
+    footer_ids = [second.delivery_ids[first[i][0]] for i in footer]
+    footer_tokens = Delivery.objects.filter(pk__in=footer_ids).aggregate(
+        total=Sum("embedding_tokens")
+    )["total"]
+    print(
+        f"pages: {len(edited)} edited, {len(gone)} gone, {len(footer)} footer-date only, "
+        f"{n - len(edited) - len(gone) - len(footer)} identical"
+    )
+    print(f"(a) full rebuild:      {full:>10,} tokens")
+    print(f"(b) page-level gating: {gated:>10,} tokens")
+    print(
+        f"(c) this product:      {second.tokens:>10,} tokens "
+        f"= {second.tokens / gated:.3f} of (b), {second.tokens / full:.4f} of (a)"
+    )
+    print(f"footer-date-only pages: {footer_tokens or 0} tokens embedded")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,60 @@
+"""From a delivered body to the Markdown that is hashed and indexed: no database.
+
+The same function serves a new delivery and a re-derivation from a page's stored
+body (after the boilerplate learned for its source changed, or the extractor did).
+"""
+
+from __future__ import annotations
+
+import gzip
+import re
+from dataclasses import dataclass
+
+from ingest import boilerplate, wire
+from ingest.extract import html_to_page, markdown_title
+from ingest.normalize import content_hash, normalize
+
+
+class EmptyContent(ValueError):
+    """The page has no text once navigation and boilerplate are gone."""
+
+
+@dataclass(frozen=True)
+class Content:
+    title: str
+    markdown: str  # normalized, boilerplate stripped: what is hashed and indexed
+    digest: str
+    shapes: dict[int, str]  # the line shapes of the page before stripping
+    raw_body: bytes  # gzip
+    content_type: str
+
+
+def content_derive(
+    *,
+    raw: bytes,
+    content_type: str,
+    selector: str,
+    common: set[int],
+    patterns: list[re.Pattern],
+    limit: int,
+) -> Content:
+    """Raises ``wire.DeliveryError`` for an unreadable body, ``EmptyContent`` for an
+    empty page."""
+    body = wire.read_body(raw=raw, content_type=content_type, limit=limit)
+    if body.format == wire.BodyFormat.MARKDOWN:
+        title, markdown = markdown_title(body.text), body.text
+    else:
+        title, markdown = html_to_page(body.text, selector=selector)
+    markdown = normalize(markdown)
+    shapes = boilerplate.page_shapes(markdown)
+    markdown = normalize(boilerplate.strip(markdown, common=common, patterns=patterns))
+    if not markdown:
+        raise EmptyContent("the page has no content")
+    return Content(
+        title=title,
+        markdown=markdown,
+        digest=content_hash(markdown),
+        shapes=shapes,
+        raw_body=raw if raw[:2] == wire.GZIP_MAGIC else gzip.compress(raw),
+        content_type=content_type,
+    )
