@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import gzip
 import os
+import signal
+import subprocess
 import sys
 import time
 from collections import Counter
@@ -38,6 +40,9 @@ def django_with_fake_openai(dimensions: int = 256):
 
     call_command("migrate", verbosity=0)
     call_command("flush", interactive=False, verbosity=0)
+    from django_q.models import Schedule
+
+    Schedule.objects.all().delete()  # no periodic jobs in the middle of a measurement
     return fake
 
 
@@ -50,6 +55,7 @@ class Round:
     tokens: int = 0
     outcomes: Counter = field(default_factory=Counter)
     delivery_ids: dict[str, int] = field(default_factory=dict)
+    groups: tuple = ()
 
     def __str__(self) -> str:
         return (
@@ -59,13 +65,40 @@ class Round:
         )
 
 
+def start_cluster(fake, workers: int = 2) -> subprocess.Popen:
+    """A real ``qcluster`` on the benchmark database, embedding through the fake."""
+    env = dict(
+        os.environ,
+        EMBEDDED_DB_NAME=BENCH_DB,
+        OPENAI_BASE_URL=fake.base_url,
+        Q_WORKERS=str(workers),
+        LOG_LEVEL="WARNING",
+    )
+    return subprocess.Popen(
+        [sys.executable, "manage.py", "qcluster"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def stop_cluster(cluster: subprocess.Popen) -> None:
+    cluster.send_signal(signal.SIGINT)
+    try:
+        cluster.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        cluster.kill()
+
+
 def deliver_all(name: str, pages: list[tuple[str, str, int]], fake) -> Round:
-    """Deliver (url, html, status) pages through the webhook's service and run each
-    job in this process, one after another."""
+    """Deliver (url, html, status) pages through the webhook's service; the running
+    cluster processes them. Returns when every job, follow-ups included, is done."""
     from django_q.models import OrmQ
 
     from ingest import wire
-    from ingest.services import delivery_process, delivery_receive
+    from ingest.services import delivery_receive
+    from sources.models import Delivery
 
     result = Round(name, pages=len(pages))
     requests, tokens = fake.requests, fake.tokens
@@ -79,10 +112,16 @@ def deliver_all(name: str, pages: list[tuple[str, str, int]], fake) -> Round:
         delivery, _ = delivery_receive(
             parsed=parsed, raw=raw, content_type="text/plain"
         )
-        result.outcomes[str(delivery_process(delivery_id=delivery.pk))] += 1
         result.delivery_ids[url] = delivery.pk
+    ids = list(result.delivery_ids.values())
+    open_states = [Delivery.State.QUEUED, Delivery.State.PROCESSING]
+    while Delivery.objects.filter(pk__in=ids, state__in=open_states).exists() or (
+        OrmQ.objects.exists()
+    ):
+        time.sleep(0.2)
     result.seconds = time.perf_counter() - started
     result.requests = fake.requests - requests
     result.tokens = fake.tokens - tokens
-    OrmQ.objects.all().delete()  # the jobs ran here, not in a cluster
+    outcomes = Delivery.objects.filter(pk__in=ids).values_list("outcome", flat=True)
+    result.outcomes.update(outcomes)
     return result

@@ -1,4 +1,4 @@
-"""What a recrawl costs in embedding tokens: full rebuild, page-level gating, this product.
+"""What a recrawl costs in embedding tokens: full rebuild, page gating, this product.
 
 Every page of the PostgreSQL 15 manual (1,169 pages) gets a "Last updated on <date>"
 line, and is ingested. Then a recrawl in which, chosen with a fixed seed, 4% of the
@@ -22,7 +22,12 @@ import random
 import re
 import time
 
-from bench.common import deliver_all, django_with_fake_openai
+from bench.common import (
+    deliver_all,
+    django_with_fake_openai,
+    start_cluster,
+    stop_cluster,
+)
 from bench.corpus import BASE_URL, pages
 
 FOOTER = '<p class="stamp">Last updated on {date}.</p></body>'
@@ -39,6 +44,27 @@ def edit_one_paragraph(html: str, rng: random.Random) -> str:
     return f"{html[:at]} This sentence was added by the recrawl.{html[at:]}"
 
 
+def recrawl(first: list, rng: random.Random, fake):
+    """The second crawl: 4% edited, 1% gone, 1% footer date only, the rest identical."""
+    order = list(range(len(first)))
+    rng.shuffle(order)
+    cut = [round(len(first) * share) for share in (0.04, 0.01, 0.01)]
+    edited = set(order[: cut[0]])
+    gone = set(order[cut[0] : cut[0] + cut[1]])
+    footer = set(order[cut[0] + cut[1] : sum(cut)])
+    pages = []
+    for index, (url, html, _) in enumerate(first):
+        if index in edited:
+            html = edit_one_paragraph(html, rng)
+        elif index in footer:
+            html = html.replace("2026-11-01", "2026-11-29")
+        pages.append((url, html, 404 if index in gone else 200))
+    second = deliver_all("recrawl", pages, fake)
+    print(second)
+    second.groups = (edited, gone, footer)
+    return second
+
+
 def chunking_throughput(corpus: list[tuple[str, str]]) -> str:
     from ingest.chunking import chunk_markdown
     from ingest.extract import html_to_page
@@ -51,8 +77,9 @@ def chunking_throughput(corpus: list[tuple[str, str]]) -> str:
         chunks += len(chunk_markdown(normalize(markdown), title=title))
     elapsed = time.perf_counter() - started
     return (
-        f"chunking: {len(corpus)} pages in {elapsed:.1f} s = {len(corpus) / elapsed:.0f} "
-        f"pages/s (extract + normalize + chunk), {chunks} chunks"
+        f"chunking: {len(corpus)} pages in {elapsed:.1f} s = "
+        f"{len(corpus) / elapsed:.0f} pages/s (extract + normalize + chunk), "
+        f"{chunks} chunks"
     )
 
 
@@ -73,25 +100,15 @@ def main() -> None:
 
     Source.objects.create(name="PostgreSQL 15 manual", seed_urls=BASE_URL)
     first = [(url, with_footer(html, "2026-11-01"), 200) for url, html in corpus]
-    print(deliver_all("first crawl", first, fake))
+    cluster = start_cluster(fake)
+    try:
+        print(deliver_all("first crawl", first, fake))
+        second = recrawl(first, rng, fake)
+    finally:
+        stop_cluster(cluster)
 
-    order = list(range(len(corpus)))
-    rng.shuffle(order)
-    n = len(corpus)
-    edited = set(order[: round(n * 0.04)])
-    gone = set(order[len(edited) : len(edited) + round(n * 0.01)])
-    footer = set(
-        order[len(edited) + len(gone) : len(edited) + len(gone) + round(n * 0.01)]
-    )
-    recrawl = []
-    for index, (url, html, _) in enumerate(first):
-        if index in edited:
-            html = edit_one_paragraph(html, rng)
-        elif index in footer:
-            html = html.replace("2026-11-01", "2026-11-29")
-        recrawl.append((url, html, 404 if index in gone else 200))
-    second = deliver_all("recrawl", recrawl, fake)
-    print(second)
+    edited, gone, footer = second.groups
+    n = len(first)
 
     def tokens_of(urls: list[str]) -> int:
         live = Chunk.objects.filter(page__url__in=urls, page__status=Page.Status.LIVE)
@@ -106,7 +123,8 @@ def main() -> None:
         total=Sum("embedding_tokens")
     )["total"]
     print(
-        f"pages: {len(edited)} edited, {len(gone)} gone, {len(footer)} footer-date only, "
+        f"pages: {len(edited)} edited, {len(gone)} gone, "
+        f"{len(footer)} footer-date only, "
         f"{n - len(edited) - len(gone) - len(footer)} identical"
     )
     print(f"(a) full rebuild:      {full:>10,} tokens")

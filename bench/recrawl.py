@@ -1,9 +1,9 @@
 """Ingest 1,169 real documentation pages, then redeliver them all unchanged.
 
 Each delivery goes through the same path as production: stored and queued by the
-webhook's service, then processed by the ingest job (run here in-process, one after
-another, so the numbers are the job's own cost). Embeddings go over HTTP to a local
-fake of the OpenAI API, which counts every request.
+webhook's service, then processed by a real ``qcluster`` with two workers; the time is
+from the first delivery to the last job done. Embeddings go over HTTP to a local fake
+of the OpenAI API, which counts every request.
 
     .venv/bin/python -m bench.recrawl [--limit N]
 """
@@ -12,7 +12,12 @@ from __future__ import annotations
 
 import argparse
 
-from bench.common import deliver_all, django_with_fake_openai
+from bench.common import (
+    deliver_all,
+    django_with_fake_openai,
+    start_cluster,
+    stop_cluster,
+)
 from bench.corpus import BASE_URL, pages
 
 
@@ -27,8 +32,12 @@ def main() -> None:
 
     Source.objects.create(name="PostgreSQL 15 manual", seed_urls=BASE_URL)
     print(f"corpus: {len(corpus)} pages, {sum(len(h) for _, h, _ in corpus):,} bytes")
-    print(deliver_all("first", corpus, fake))
-    print(deliver_all("unchanged", corpus, fake))
+    cluster = start_cluster(fake)
+    try:
+        print(deliver_all("first", corpus, fake))
+        print(deliver_all("unchanged", corpus, fake))
+    finally:
+        stop_cluster(cluster)
 
 
 if __name__ == "__main__":
