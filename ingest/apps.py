@@ -31,6 +31,6 @@ class IngestConfig(AppConfig):
     verbose_name = "Ingest"
 
     def ready(self) -> None:
-        from ingest import checks  # noqa: F401  (registers the system checks)
+        from ingest import checks, schema  # noqa: F401  (registered on import)
 
         post_migrate.connect(_ensure_schedules, sender=self)

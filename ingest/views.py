@@ -11,7 +11,7 @@ import hmac
 import logging
 
 from django.conf import settings
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework import exceptions, status
 from rest_framework.authentication import BaseAuthentication
 from rest_framework.parsers import BaseParser
@@ -87,7 +87,6 @@ class CrawlbaseWebhookView(APIView):
 
     @extend_schema(
         summary="Receive a page from Crawlbase's Enterprise Crawler",
-        parameters=[OpenApiParameter("token", str, required=True)],
         request={"application/octet-stream": bytes},
         responses={200: dict, 400: dict, 401: dict, 413: dict, 415: dict},
     )

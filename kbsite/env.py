@@ -62,6 +62,21 @@ def env_int(
     return value
 
 
+def env_float(name: str, default: float, *, minimum: float, maximum: float) -> float:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not a number") from None
+    if not minimum <= value <= maximum:
+        raise ImproperlyConfigured(
+            f"{name}={value} must be from {minimum} to {maximum}"
+        )
+    return value
+
+
 def env_list(name: str, default: Iterable[str] = ()) -> list[str]:
     raw = os.environ.get(name)
     if raw is None:

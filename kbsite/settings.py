@@ -10,7 +10,15 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from kbsite.env import env_bool, env_choice, env_int, env_list, env_secret, env_str
+from kbsite.env import (
+    env_bool,
+    env_choice,
+    env_float,
+    env_int,
+    env_list,
+    env_secret,
+    env_str,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("KB_VAR_DIR") or BASE_DIR / "var")
@@ -180,7 +188,7 @@ BOILERPLATE_MIN_SHARE = env_int("BOILERPLATE_MIN_SHARE", 50, minimum=1, maximum=
 
 # -- Embeddings and answers ----------------------------------------------------
 EMBEDDING_DEFAULTS = {
-    "hashing": ("hashing-v1", 384),
+    "hashing": ("hashing-v2", 384),
     "local": ("all-MiniLM-L6-v2", 384),
     "openai": ("text-embedding-3-small", 1536),
 }
@@ -193,6 +201,15 @@ EMBEDDING_DIMENSIONS = env_int(
     minimum=1,
     maximum=2000,
 )
+# Below this cosine similarity of the best chunk (and with no full-text match) a
+# question abstains. Calibrated per backend with `manage.py evaluate`.
+RELEVANCE_FLOOR = env_float(
+    "RELEVANCE_FLOOR",
+    {"hashing": 0.16, "local": 0.35, "openai": 0.3}[EMBEDDING_BACKEND],
+    minimum=0.0,
+    maximum=1.0,
+)
+SEARCH_CHUNKS_PER_PAGE = env_int("SEARCH_CHUNKS_PER_PAGE", 2, minimum=1)
 OPENAI_API_KEY = env_secret("OPENAI_API_KEY")
 OPENAI_BASE_URL = env_str("OPENAI_BASE_URL")
 OPENAI_MAX_RETRIES = env_int("OPENAI_MAX_RETRIES", 5)

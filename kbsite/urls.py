@@ -10,6 +10,7 @@ admin.site.index_title = "Sources, pages and the index"
 
 urlpatterns = [
     path("admin/", admin.site.urls),
+    path("api/", include("retrieval.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path(
         "api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"

@@ -4,7 +4,7 @@ from django.contrib import admin
 from django.db.models import Func, IntegerField
 
 from kbsite.admin_utils import ReadOnlyAdmin, short_hash
-from retrieval.models import Chunk, Embedding, EmbeddingUsage
+from retrieval.models import Chunk, Embedding, EmbeddingUsage, QueryLog
 
 
 @admin.register(Chunk)
@@ -47,3 +47,13 @@ class EmbeddingUsageAdmin(ReadOnlyAdmin):
     list_display = ["day", "space", "requests", "inputs", "tokens"]
     list_filter = ["space"]
     date_hierarchy = "day"
+
+
+@admin.register(QueryLog)
+class QueryLogAdmin(ReadOnlyAdmin):
+    """What people asked and what they got: the raw material for evaluation."""
+
+    list_display = ["created_at", "kind", "text", "user", "abstained", "latency_ms"]
+    list_filter = ["kind", "abstained"]
+    search_fields = ["text"]
+    list_select_related = ["user"]

@@ -20,6 +20,13 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 
 WORD = re.compile(r"\w+", re.UNICODE)
+# Words that carry no topic; left in, they make every question look alike.
+STOPWORDS = frozenset(
+    "a about an and any are as at be been but by can could do does for from had has "
+    "have how i if in into is it its may me my no not of on or our should so than "
+    "that the their them then there these they this to was we were what when where "
+    "which who why will with would you your".split()
+)
 # OpenAI's embedding models read at most this many tokens of one input.
 MAX_INPUT_TOKENS = 8191
 
@@ -61,7 +68,7 @@ class HashingEmbedder:
 
     def _embed_one(self, text: str) -> list[float]:
         vector = [0.0] * self.dimensions
-        words = WORD.findall(text.lower())
+        words = [w for w in WORD.findall(text.lower()) if w not in STOPWORDS]
         features = words + [f"{a} {b}" for a, b in zip(words, words[1:], strict=False)]
         for feature in features:
             digest = hashlib.blake2b(feature.encode(), digest_size=8).digest()

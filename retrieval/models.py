@@ -1,11 +1,15 @@
 from __future__ import annotations
 
+from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
-from django.contrib.postgres.search import SearchVector
+from django.contrib.postgres.search import SearchQuery, SearchRank, SearchVector
 from django.db import models
-from pgvector.django import VectorField
+from django.db.models import Q
+from django.db.models.functions import Cast
+from pgvector.django import CosineDistance, VectorField
 
-from sources.models import Page
+from sources.models import Page, Source
 
 # The full-text index and every keyword query use this one expression, so that
 # PostgreSQL can answer the queries from the index.
@@ -15,6 +19,26 @@ CHUNK_SEARCH_VECTOR = SearchVector("heading", "text", config="english")
 class ChunkQuerySet(models.QuerySet):
     def live(self) -> ChunkQuerySet:
         return self.filter(page__status=Page.Status.LIVE)
+
+    def visible_to(self, user) -> ChunkQuerySet:
+        """Chunks of sources open to everyone or to one of the user's groups.
+        ``None`` is the system itself (management commands): everything."""
+        if user is None or user.is_superuser:
+            return self
+        sources = Source.objects.filter(
+            Q(allowed_groups=None) | Q(allowed_groups__in=user.groups.all())
+        )
+        return self.filter(page__source__in=sources.values("pk"))
+
+    def matching(self, query: str) -> ChunkQuerySet:
+        """Full-text matches, best first, using the GIN index's own expression."""
+        search = SearchQuery(query, search_type="websearch", config="english")
+        return (
+            self.alias(document=CHUNK_SEARCH_VECTOR)
+            .filter(document=search)
+            .annotate(keyword_rank=SearchRank(CHUNK_SEARCH_VECTOR, search))
+            .order_by("-keyword_rank", "pk")
+        )
 
 
 class Chunk(models.Model):
@@ -52,6 +76,18 @@ class Chunk(models.Model):
         return f"{self.page.url} #{self.position}"
 
 
+class EmbeddingQuerySet(models.QuerySet):
+    def nearest(self, *, space: str, dimensions: int, vector: list[float]):
+        """Vectors of one space by cosine distance, through that space's HNSW index
+        (same cast, same filter as the index: see embedding_index_ensure)."""
+        cast = Cast("vector", VectorField(dimensions=dimensions))
+        return (
+            self.filter(space=space)
+            .annotate(distance=CosineDistance(cast, vector))
+            .order_by("distance")
+        )
+
+
 class Embedding(models.Model):
     """The vector of one embedded text in one embedding space.
 
@@ -69,6 +105,8 @@ class Embedding(models.Model):
     vector = VectorField()
     token_count = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = EmbeddingQuerySet.as_manager()
 
     class Meta:
         constraints = [
@@ -101,3 +139,29 @@ class EmbeddingUsage(models.Model):
 
     def __str__(self) -> str:
         return f"{self.day} {self.space}: {self.tokens} tokens"
+
+
+class QueryLog(models.Model):
+    """One search or question, with what it retrieved: the material for evaluation."""
+
+    class Kind(models.TextChoices):
+        SEARCH = "search", "Search"
+        QUERY = "query", "Question"
+
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    text = models.TextField()
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    chunk_ids = ArrayField(models.BigIntegerField(), default=list)
+    scores = ArrayField(models.FloatField(), default=list)
+    abstained = models.BooleanField(default=False)
+    latency_ms = models.PositiveIntegerField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["-created_at"], name="querylog_created_idx")]
+
+    def __str__(self) -> str:
+        return self.text[:80]

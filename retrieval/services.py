@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -10,8 +11,16 @@ from psycopg import sql
 
 from ingest.chunking import ChunkDraft
 from ingest.tokens import count_tokens
+from retrieval.answer import Passage, answer_compose
 from retrieval.embeddings import Embedder
-from retrieval.models import Chunk, Embedding, EmbeddingUsage
+from retrieval.models import Chunk, Embedding, EmbeddingUsage, QueryLog
+from retrieval.search import (
+    NO_FILTERS,
+    Hit,
+    SearchFilters,
+    SearchResult,
+    chunks_search,
+)
 from sources.models import Page
 
 # Inputs per embedding request; OpenAI accepts up to 2,048 but smaller batches fail
@@ -137,4 +146,111 @@ def page_chunks_replace(*, page: Page, drafts: list[ChunkDraft]) -> None:
             token_count=draft.token_count,
         )
         for draft in drafts
+    )
+
+
+# -- questions ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Citation:
+    chunk: Chunk
+    score: float
+
+    @property
+    def page(self) -> Page:
+        return self.chunk.page
+
+
+@dataclass(frozen=True)
+class QueryResult:
+    answer: str
+    abstained: bool
+    citations: list[Citation]
+    chunk_ids: list[int]
+
+
+def search_run(
+    *,
+    query: str,
+    user,
+    k: int,
+    filters: SearchFilters = NO_FILTERS,
+    mode: str = "hybrid",
+    log: bool = True,
+) -> list[Citation]:
+    """Search results: the best chunk of each page, best first, logged."""
+    started = time.perf_counter()
+    result = chunks_search(query=query, user=user, k=k, filters=filters, mode=mode)
+    citations = _one_per_page(result.hits)
+    if log:
+        _log(QueryLog.Kind.SEARCH, query, user, result, started)
+    return citations
+
+
+def question_answer(
+    *,
+    question: str,
+    user,
+    k: int,
+    filters: SearchFilters = NO_FILTERS,
+    log: bool = True,
+) -> QueryResult:
+    """An answer grounded in retrieved passages, citing the pages it used."""
+    started = time.perf_counter()
+    result = chunks_search(query=question, user=user, k=k, filters=filters)
+    citations = _one_per_page(result.hits)
+    passages = [
+        Passage(
+            number=number,
+            title=c.page.title,
+            url=c.page.url,
+            heading=c.chunk.heading,
+            text=_with_neighbour(c.chunk),
+        )
+        for number, c in enumerate(citations, start=1)
+    ]
+    answer = answer_compose(question=question, passages=passages)
+    if log:
+        _log(QueryLog.Kind.QUERY, question, user, result, started)
+    return QueryResult(
+        answer=answer.text,
+        abstained=result.abstained,
+        citations=[citations[n - 1] for n in answer.cited],
+        chunk_ids=result.chunk_ids,
+    )
+
+
+def _one_per_page(hits: list[Hit]) -> list[Citation]:
+    seen: set[int] = set()
+    citations = []
+    for hit in hits:
+        if hit.chunk.page_id not in seen:
+            seen.add(hit.chunk.page_id)
+            citations.append(Citation(chunk=hit.chunk, score=hit.score))
+    return citations
+
+
+def _with_neighbour(chunk: Chunk) -> str:
+    """The chunk and, when the section goes on, the next chunk of that section, so
+    that a procedure cut in two reaches the answer whole."""
+    following = (
+        Chunk.objects.filter(page_id=chunk.page_id, position=chunk.position + 1)
+        .only("text", "heading")
+        .first()
+    )
+    if following is not None and following.heading == chunk.heading:
+        return f"{chunk.text}\n\n{following.text}"
+    return chunk.text
+
+
+def _log(kind: str, text: str, user, result: SearchResult, started: float) -> None:
+    QueryLog.objects.create(
+        kind=kind,
+        text=text[:5000],
+        user=user if getattr(user, "pk", None) else None,
+        chunk_ids=result.chunk_ids,
+        scores=[round(h.score, 6) for h in result.hits],
+        abstained=result.abstained,
+        latency_ms=round((time.perf_counter() - started) * 1000),
     )

@@ -5,7 +5,7 @@ from django.test import TestCase
 from django.urls import reverse
 from django_q.models import OrmQ
 
-from retrieval.models import Chunk, Embedding, EmbeddingUsage
+from retrieval.models import Chunk, Embedding, EmbeddingUsage, QueryLog
 from sources.models import Delivery, LineShape, Page, PageVersion, Push, Source
 
 
@@ -39,7 +39,7 @@ class AdminPagesTests(TestCase):
 
     def test_every_changelist_renders(self):
         models = [Source, Page, PageVersion, Delivery, Push, LineShape]
-        for model in [*models, Chunk, Embedding, EmbeddingUsage]:
+        for model in [*models, Chunk, Embedding, EmbeddingUsage, QueryLog]:
             meta = model._meta
             url = reverse(f"admin:{meta.app_label}_{meta.model_name}_changelist")
             with self.subTest(model=meta.model_name):

@@ -16,7 +16,7 @@ def cosine(a: list[float], b: list[float]) -> float:
 
 
 def test_hashing_vectors_are_deterministic_unit_vectors():
-    embedder = HashingEmbedder("hashing-v1", 64)
+    embedder = HashingEmbedder("hashing-v2", 64)
     first, again, other = embedder.embed(
         ["Install the package", "Install the package", "x"]
     )
@@ -25,17 +25,17 @@ def test_hashing_vectors_are_deterministic_unit_vectors():
     assert len(first) == 64
     assert math.isclose(math.sqrt(sum(v * v for v in first)), 1.0, rel_tol=1e-9)
     assert first != other
-    assert embedder.space == "hashing/hashing-v1/64"
+    assert embedder.space == "hashing/hashing-v2/64"
 
 
 def test_hashing_an_empty_text_still_gives_a_unit_vector():
-    (vector,) = HashingEmbedder("hashing-v1", 8).embed([""])
+    (vector,) = HashingEmbedder("hashing-v2", 8).embed([""])
 
     assert math.isclose(sum(v * v for v in vector), 1.0)
 
 
 def test_shared_words_make_hashing_vectors_closer():
-    embedder = HashingEmbedder("hashing-v1", 384)
+    embedder = HashingEmbedder("hashing-v2", 384)
     query, near, far = embedder.embed(
         ["configure the database url", "set the database url to configure it", "cats"]
     )

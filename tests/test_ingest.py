@@ -22,7 +22,7 @@ URL = f"{SITE}/install/"
 
 
 class FailingEmbedder:
-    space = "hashing/hashing-v1/384"
+    space = "hashing/hashing-v2/384"
     dimensions = 384
 
     def embed(self, texts):

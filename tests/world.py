@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import itertools
+from pathlib import Path
 
 from django.test import TestCase, override_settings
 
@@ -13,6 +14,8 @@ from sources.models import Delivery, Page, Push, Source
 
 TOKEN = "test-webhook-token"
 SITE = "https://docs.example.com"
+HARBOR = "https://docs.harbor.example"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
 _rids = itertools.count(1)
 
 
@@ -106,3 +109,27 @@ class IngestWorld(TestCase):
 
     def page(self, url: str = f"{SITE}/install/") -> Page:
         return Page.objects.get(url=url)
+
+
+class HarborWorld(IngestWorld):
+    """The Harbor job scheduler's documentation (tests/fixtures/corpus), ingested as
+    Markdown deliveries."""
+
+    @classmethod
+    def setUpTestData(cls):
+        super().setUpTestData()
+        cls.harbor = harbor_load()
+
+
+def harbor_load() -> Source:
+    source = Source.objects.create(name="Harbor docs", seed_urls=f"{HARBOR}/")
+    for path in sorted((FIXTURES / "corpus").glob("*.md")):
+        delivery = receive_delivery(
+            harbor_url(path.stem), path.read_text(), content_type="text/markdown"
+        )
+        delivery_process(delivery_id=delivery.pk)
+    return source
+
+
+def harbor_url(name: str) -> str:
+    return f"{HARBOR}/{name}/"

@@ -1,8 +1,10 @@
-"""A local stand-in for the OpenAI embeddings endpoint, spoken to by the real client.
+"""A local stand-in for the OpenAI API, spoken to by the real ``openai`` client.
 
 ``POST /v1/embeddings`` answers exactly as OpenAI does (float or base64 encoding, usage
-counts, error bodies), with deterministic vectors. Tests can count what it was sent,
-make it fail with a status for the next N requests, or hold requests at a gate.
+counts, error bodies), with deterministic vectors; ``POST /v1/chat/completions``
+records each request and answers with ``chat_reply``. Tests can count what it was
+sent, make it fail with a status for the next N requests, or hold embedding requests
+at a gate.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ class FakeOpenAI:
         self.tokens = 0
         self.seen: list[str] = []
         self.failures: list[int] = []
+        self.chats: list[dict] = []  # every chat request, as sent
+        self.chat_reply = "I do not know."
         self.gate = threading.Event()
         self.gate.set()
         self.waiting = threading.Event()
@@ -56,6 +60,29 @@ class FakeOpenAI:
 
     def release(self) -> None:
         self.gate.set()
+
+    def chat(self, payload: dict) -> tuple[int, dict]:
+        with self.lock:
+            if self.failures:
+                status = self.failures.pop(0)
+                return status, _error(status)
+            self.chats.append(payload)
+        if not payload.get("messages") or "model" not in payload:
+            return 400, _error(400, "'messages' and 'model' are required")
+        return 200, {
+            "id": f"chatcmpl-{len(self.chats)}",
+            "object": "chat.completion",
+            "created": 1_764_000_000,
+            "model": payload["model"],
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": self.chat_reply},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+        }
 
     def answer(self, payload: dict) -> tuple[int, dict]:
         self.waiting.set()
@@ -114,7 +141,9 @@ def _error(status: int, message: str = "") -> dict:
 def _handler(fake: FakeOpenAI):
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
-            if self.path.rstrip("/") != "/v1/embeddings":
+            routes = {"/v1/embeddings": fake.answer, "/v1/chat/completions": fake.chat}
+            route = routes.get(self.path.rstrip("/"))
+            if route is None:
                 return self._send(404, _error(404, "unknown path"))
             if not self.headers.get("Authorization", "").startswith("Bearer "):
                 return self._send(401, _error(401, "missing API key"))
@@ -123,7 +152,7 @@ def _handler(fake: FakeOpenAI):
                 payload = json.loads(self.rfile.read(length))
             except json.JSONDecodeError:
                 return self._send(400, _error(400, "body is not JSON"))
-            status, body = fake.answer(payload)
+            status, body = route(payload)
             self._send(status, body)
 
         def _send(self, status: int, body: dict) -> None:

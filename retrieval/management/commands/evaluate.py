@@ -1,0 +1,76 @@
+"""``manage.py evaluate golden.jsonl``: how well the index answers known questions."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError
+
+from retrieval.evaluation import golden_load, golden_run, metrics, metrics_by_kind
+
+FLOORS = ["recall@5", "mrr", "abstention_recall", "abstention_precision"]
+
+
+class Command(BaseCommand):
+    help = (
+        "Run each question of a JSON Lines golden set ({question, expected_urls, "
+        "kind}; an empty expected_urls means the index should abstain) and print "
+        "recall@1, recall@5, MRR, abstention precision and recall and citation "
+        "precision, overall and per kind."
+    )
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("golden", type=Path, help="Path of the .jsonl golden set.")
+        parser.add_argument("--k", type=int, default=5, help="Results per question.")
+        parser.add_argument(
+            "--mode",
+            choices=["hybrid", "vector", "keyword"],
+            default="hybrid",
+            help="Retrieval to measure (citation precision needs hybrid).",
+        )
+        parser.add_argument("--json", action="store_true", help="Machine output.")
+        for name in FLOORS:
+            parser.add_argument(
+                f"--min-{name.replace('@', '-at-').replace('_', '-')}",
+                type=float,
+                dest=f"min_{name}",
+                help=f"Exit with an error if {name} is below this.",
+            )
+
+    def handle(self, *args, golden: Path, k: int, mode: str, **options) -> None:
+        try:
+            items = golden_load(golden)
+        except (OSError, ValueError) as exc:
+            raise CommandError(str(exc)) from exc
+        outcomes = []
+        for number, item in enumerate(items, start=1):
+            outcomes.append(golden_run(item, k=k, mode=mode))
+            if not options["json"]:
+                self.stderr.write(f"\r{number}/{len(items)} questions", ending="")
+        report = {"overall": metrics(outcomes), "by_kind": metrics_by_kind(outcomes)}
+        if options["json"]:
+            self.stdout.write(json.dumps(report, indent=2))
+        else:
+            self.stderr.write("")
+            self._print(report)
+        failed = [
+            f"{name} {report['overall'][name]} < {options[f'min_{name}']}"
+            for name in FLOORS
+            if options[f"min_{name}"] is not None
+            and (report["overall"][name] or 0) < options[f"min_{name}"]
+        ]
+        if failed:
+            raise CommandError("below the floor: " + "; ".join(failed))
+
+    def _print(self, report: dict) -> None:
+        names = list(report["overall"])
+        self.stdout.write(f"{'':14}" + "".join(f"{n:>22}" for n in names))
+        rows = [("overall", report["overall"]), *report["by_kind"].items()]
+        for label, values in rows:
+            cells = "".join(f"{_fmt(values[n]):>22}" for n in names)
+            self.stdout.write(f"{label:14}{cells}")
+
+
+def _fmt(value) -> str:
+    return "—" if value is None else str(value)

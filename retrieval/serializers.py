@@ -1,0 +1,78 @@
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from ingest.chunking import clean_inline
+from retrieval.search import SearchFilters
+
+EXCERPT_CHARS = 300
+
+
+class StrictCharField(serializers.CharField):
+    """A string, and only a string (DRF's CharField also takes numbers)."""
+
+    default_error_messages = {"invalid": "Must be a string."}
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class FiltersSerializer(serializers.Serializer):
+    sources = serializers.ListField(
+        child=serializers.IntegerField(min_value=1),
+        required=False,
+        max_length=100,
+        help_text="Only these source ids.",
+    )
+    max_age_days = serializers.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=36500,
+        help_text="Only pages verified within this many days.",
+    )
+
+    def filters(self) -> SearchFilters:
+        data = self.validated_data
+        return SearchFilters(
+            source_ids=tuple(data.get("sources", ())),
+            max_age_days=data.get("max_age_days"),
+        )
+
+
+class SearchRequestSerializer(FiltersSerializer):
+    q = StrictCharField(max_length=1000, help_text="Words, phrases or identifiers.")
+    k = serializers.IntegerField(default=8, min_value=1, max_value=50)
+
+
+class QueryRequestSerializer(FiltersSerializer):
+    question = StrictCharField(max_length=2000)
+    k = serializers.IntegerField(default=5, min_value=1, max_value=20)
+
+
+class CitationSerializer(serializers.Serializer):
+    url = serializers.URLField(source="page.url")
+    title = serializers.CharField(source="page.title")
+    heading = serializers.CharField(source="chunk.heading")
+    excerpt = serializers.SerializerMethodField()
+    score = serializers.FloatField()
+    last_verified_at = serializers.DateTimeField(source="page.last_verified_at")
+    last_changed_at = serializers.DateTimeField(source="page.last_changed_at")
+
+    def get_excerpt(self, citation) -> str:
+        text = " ".join(clean_inline(citation.chunk.text).split())
+        if len(text) <= EXCERPT_CHARS:
+            return text
+        return text[:EXCERPT_CHARS].rsplit(" ", 1)[0] + " …"
+
+
+class SearchResponseSerializer(serializers.Serializer):
+    results = CitationSerializer(many=True)
+
+
+class QueryResponseSerializer(serializers.Serializer):
+    answer = serializers.CharField()
+    abstained = serializers.BooleanField()
+    citations = CitationSerializer(many=True)
+    chunk_ids = serializers.ListField(child=serializers.IntegerField())

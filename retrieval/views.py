@@ -1,0 +1,63 @@
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.response import Response
+from rest_framework.throttling import ScopedRateThrottle
+from rest_framework.views import APIView
+
+from retrieval.serializers import (
+    QueryRequestSerializer,
+    QueryResponseSerializer,
+    SearchRequestSerializer,
+    SearchResponseSerializer,
+)
+from retrieval.services import question_answer, search_run
+
+ERRORS = {400: dict, 401: dict, 429: dict}
+
+
+class SearchView(APIView):
+    """Retrieval only: the best passage of each matching page, best first."""
+
+    permission_classes = [IsAuthenticated]
+    throttle_classes = [ScopedRateThrottle]
+    throttle_scope = "search"
+
+    @extend_schema(
+        parameters=[SearchRequestSerializer],
+        responses={200: SearchResponseSerializer, **ERRORS},
+    )
+    def get(self, request):
+        params = SearchRequestSerializer(data=request.query_params)
+        params.is_valid(raise_exception=True)
+        citations = search_run(
+            query=params.validated_data["q"],
+            user=request.user,
+            k=params.validated_data["k"],
+            filters=params.filters(),
+        )
+        return Response(SearchResponseSerializer({"results": citations}).data)
+
+
+class QueryView(APIView):
+    """A cited answer; every citation says when its page was verified and changed."""
+
+    permission_classes = [IsAuthenticated]
+    throttle_classes = [ScopedRateThrottle]
+    throttle_scope = "query"
+
+    @extend_schema(
+        request=QueryRequestSerializer,
+        responses={200: QueryResponseSerializer, **ERRORS},
+    )
+    def post(self, request):
+        body = QueryRequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        result = question_answer(
+            question=body.validated_data["question"],
+            user=request.user,
+            k=body.validated_data["k"],
+            filters=body.filters(),
+        )
+        return Response(QueryResponseSerializer(result).data)
