@@ -62,22 +62,33 @@ def _terms(text: str) -> set[str]:
 
 
 def _extractive(question: str, passages: list[Passage]) -> str:
-    """The best sentence of each of the top passages, most relevant first."""
+    """The best sentence of the top passage, and of the next two when theirs match
+    the question at least as well: quoting weaker passages only adds noise."""
     wanted = _terms(question)
     picked: list[str] = []
+    bar = 0
     for passage in passages[:3]:
-        sentences = [
-            s.strip()
-            for block in clean_inline(passage.text).split("\n\n")
-            if not block.lstrip().startswith(("#", "```", "|"))
-            for s in SENTENCE.split(" ".join(block.split()))
-            if len(s.strip()) > 20
-        ]
+        sentences = _sentences(passage.text)
         if not sentences:
             continue
         best = max(sentences, key=lambda s: (len(wanted & _terms(s)), -len(s)))
+        overlap = len(wanted & _terms(best))
+        if picked and overlap < max(bar, 2):
+            continue
+        bar = max(bar, overlap)
         picked.append(f"{best} [{passage.number}]")
     return " ".join(picked) or NO_EVIDENCE
+
+
+def _sentences(markdown: str) -> list[str]:
+    """Prose sentences of a passage (headings, code and tables left out)."""
+    return [
+        sentence.strip()
+        for block in clean_inline(markdown).split("\n\n")
+        if not block.lstrip().startswith(("#", "```", "|"))
+        for sentence in SENTENCE.split(" ".join(block.split()))
+        if len(sentence.strip()) > 20
+    ]
 
 
 def _chat(question: str, passages: list[Passage]) -> str:

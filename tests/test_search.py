@@ -208,6 +208,7 @@ class EvaluateCommandTests(HarborWorld):
             "--min-mrr=0.8",
             "--min-abstention-recall=0.75",
             "--min-abstention-precision=0.75",
+            "--min-citation-precision=0.8",
             stdout=out,
         )
 

@@ -9,7 +9,13 @@ from django.core.management.base import BaseCommand, CommandError
 
 from retrieval.evaluation import golden_load, golden_run, metrics, metrics_by_kind
 
-FLOORS = ["recall@5", "mrr", "abstention_recall", "abstention_precision"]
+FLOORS = [
+    "recall@5",
+    "mrr",
+    "abstention_recall",
+    "abstention_precision",
+    "citation_precision",
+]
 
 
 class Command(BaseCommand):
