@@ -18,8 +18,8 @@ from ingest import wire
 from ingest.chunking import chunk_markdown
 from ingest.content import Content, EmptyContent, content_derive
 from ingest.extract import EXTRACTOR_VERSION
-from retrieval.embeddings import get_embedder
-from retrieval.services import embeddings_ensure, page_chunks_replace
+from retrieval.services import EmbedReport, embeddings_ensure, page_chunks_replace
+from retrieval.spaces import ingest_embedders
 from sources.models import Delivery, Page, PageVersion, Push, Source
 from sources.services import page_shapes_record, source_boilerplate_refresh
 
@@ -271,9 +271,9 @@ def _embed(content: Content, page: Page, delivery: Delivery | None = None):
     The spend is recorded at once: tokens are paid for even if the swap never comes.
     """
     drafts = chunk_markdown(content.markdown, title=content.title)
-    report = embeddings_ensure(
-        texts={d.embed_hash: d.embed_text for d in drafts}, embedder=get_embedder()
-    )
+    texts = {d.embed_hash: d.embed_text for d in drafts}
+    reports = [embeddings_ensure(texts=texts, embedder=e) for e in ingest_embedders()]
+    report = EmbedReport.total(reports)
     if report.requests:
         if delivery is not None:
             Delivery.objects.filter(pk=delivery.pk).update(

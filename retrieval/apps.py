@@ -5,11 +5,14 @@ from django.db.models.signals import post_migrate
 
 
 def _ensure_active_index(sender: AppConfig, **kwargs) -> None:
+    """The configured space is registered (serving, if it is the first) with its
+    index, and the serving space keeps its index."""
     from retrieval.embeddings import get_embedder
-    from retrieval.services import embedding_index_ensure
+    from retrieval.spaces import embedding_index_ensure, space_register, space_serving
 
-    embedder = get_embedder()
-    embedding_index_ensure(space=embedder.space, dimensions=embedder.dimensions)
+    space_register(get_embedder())
+    serving = space_serving()
+    embedding_index_ensure(space=serving.name, dimensions=serving.dimensions)
 
 
 class RetrievalConfig(AppConfig):

@@ -203,7 +203,8 @@ def build_embedder(backend: str, model: str, dimensions: int) -> Embedder:
 
 
 @lru_cache(maxsize=4)
-def _cached(backend: str, model: str, dimensions: int) -> Embedder:
+def cached_embedder(backend: str, model: str, dimensions: int) -> Embedder:
+    """One embedder per backend, model and size in this process."""
     return build_embedder(backend, model, dimensions)
 
 
@@ -211,12 +212,12 @@ def _cached(backend: str, model: str, dimensions: int) -> Embedder:
 def _forget_embedders(*, setting: str, **kwargs) -> None:
     """Tests (and override_settings) that change the model get a new embedder."""
     if setting.startswith(("EMBEDDING_", "OPENAI_")):
-        _cached.cache_clear()
+        cached_embedder.cache_clear()
 
 
 def get_embedder() -> Embedder:
     """The embedder configured by the settings (one instance per process)."""
-    return _cached(
+    return cached_embedder(
         settings.EMBEDDING_BACKEND,
         settings.EMBEDDING_MODEL,
         settings.EMBEDDING_DIMENSIONS,

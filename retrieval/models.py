@@ -76,6 +76,39 @@ class Chunk(models.Model):
         return f"{self.page.url} #{self.position}"
 
 
+class EmbeddingSpace(models.Model):
+    """A backend, model and size whose vectors the index holds.
+
+    Exactly one space serves queries. When the settings name another, ingest fills
+    both, and ``manage.py reembed`` completes the new one and switches to it.
+    """
+
+    class State(models.TextChoices):
+        BUILDING = "building", "Being filled"
+        SERVING = "serving", "Serving queries"
+        RETIRED = "retired", "Retired"
+
+    name = models.CharField(max_length=200, unique=True)
+    backend = models.CharField(max_length=20)
+    model = models.CharField(max_length=200)
+    dimensions = models.PositiveIntegerField()
+    state = models.CharField(max_length=20, choices=State.choices)
+    created_at = models.DateTimeField(auto_now_add=True)
+    switched_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["state"],
+                condition=Q(state="serving"),
+                name="embeddingspace_one_serving",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.state})"
+
+
 class EmbeddingQuerySet(models.QuerySet):
     def nearest(self, *, space: str, dimensions: int, vector: list[float]):
         """Vectors of one space by cosine distance, through that space's HNSW index

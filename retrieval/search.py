@@ -14,8 +14,9 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from retrieval.embeddings import Embedder, get_embedder
+from retrieval.embeddings import Embedder
 from retrieval.models import Chunk, Embedding
+from retrieval.spaces import serving_embedder
 
 # Reciprocal rank fusion's constant: large enough that rank 1 and 2 stay close.
 RRF_K = 60
@@ -64,7 +65,7 @@ def chunks_search(
     per_page = per_page or settings.SEARCH_CHUNKS_PER_PAGE
     candidates = _candidates(user, filters)
     vector_hits = (
-        _vector_hits(query, candidates, embedder or get_embedder())
+        _vector_hits(query, candidates, embedder or serving_embedder())
         if mode != "keyword"
         else []
     )

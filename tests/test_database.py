@@ -5,7 +5,7 @@ from django.test import TestCase
 
 from retrieval.embeddings import get_embedder
 from retrieval.models import Chunk, Embedding
-from retrieval.services import embedding_index_ensure, embedding_index_name
+from retrieval.spaces import embedding_index_ensure, embedding_index_name
 from sources.models import Page, Source
 
 

@@ -233,7 +233,7 @@ class ProviderFailureTests(IngestWorld):
     def setUp(self):
         self.ingest()
 
-    @mock.patch("ingest.services.get_embedder", return_value=FailingEmbedder())
+    @mock.patch("ingest.services.ingest_embedders", return_value=[FailingEmbedder()])
     def test_provider_errors_are_retried_and_old_chunks_keep_serving(self, _):
         chunks = list(Chunk.objects.values_list("pk", flat=True))
 
@@ -254,7 +254,7 @@ class ProviderFailureTests(IngestWorld):
         assert list(Chunk.objects.values_list("pk", flat=True)) == chunks
         assert "Python 3.11" in self.page().markdown
 
-    @mock.patch("ingest.services.get_embedder", return_value=FailingEmbedder())
+    @mock.patch("ingest.services.ingest_embedders", return_value=[FailingEmbedder()])
     def test_a_delivery_that_keeps_failing_ends_failed_and_can_be_requeued(self, _):
         delivery = self.receive(body=INSTALL_EDITED)
         with override_settings(DELIVERY_MAX_ATTEMPTS=3):
@@ -274,7 +274,9 @@ class ProviderFailureTests(IngestWorld):
 
     def test_the_retry_after_recovery_completes_the_delivery(self):
         delivery = self.receive(body=INSTALL_EDITED)
-        with mock.patch("ingest.services.get_embedder", return_value=FailingEmbedder()):
+        with mock.patch(
+            "ingest.services.ingest_embedders", return_value=[FailingEmbedder()]
+        ):
             delivery_process(delivery_id=delivery.pk)
 
         delivery_process(delivery_id=delivery.pk)

@@ -92,7 +92,7 @@ def test_a_worker_killed_with_sigkill_mid_job_does_not_lose_the_delivery(source)
     assert delivery.attempts == 2
     assert PageVersion.objects.count() == 1
     assert Chunk.objects.count() >= 2
-    assert set(Embedding.objects.values_list("space", flat=True)) == {SPACE}
+    assert Embedding.objects.filter(space=SPACE).count() == Chunk.objects.count()
 
 
 def test_a_queued_delivery_is_processed_once_by_the_cluster(source):

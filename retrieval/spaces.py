@@ -1,0 +1,119 @@
+"""Which embedding space serves queries, and which ones ingest must fill."""
+
+from __future__ import annotations
+
+import hashlib
+
+from django.db import connection, transaction
+from django.utils import timezone
+from psycopg import sql
+
+from retrieval.embeddings import Embedder, cached_embedder, get_embedder
+from retrieval.models import Embedding, EmbeddingSpace
+
+
+def embedding_index_name(space: str) -> str:
+    return f"embedding_hnsw_{hashlib.sha1(space.encode()).hexdigest()[:12]}"
+
+
+def embedding_index_ensure(*, space: str, dimensions: int) -> str:
+    """Create the HNSW cosine index for one embedding space if it is missing.
+
+    The vector column has no fixed size, so the index is on the column cast to this
+    space's size, limited to this space's rows. Queries use the same cast and filter
+    (``Embedding.objects.nearest``) so that PostgreSQL picks this index.
+    """
+    name = embedding_index_name(space)
+    statement = sql.SQL(
+        "CREATE INDEX IF NOT EXISTS {name} ON {table} USING hnsw "
+        "((vector::vector({dims})) vector_cosine_ops) WHERE space = {space}"
+    ).format(
+        name=sql.Identifier(name),
+        table=sql.Identifier(Embedding._meta.db_table),
+        dims=sql.Literal(int(dimensions)),
+        space=sql.Literal(space),
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(statement.as_string(cursor.connection))
+    return name
+
+
+def embedding_index_drop(*, space: str) -> None:
+    name = embedding_index_name(space)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            sql.SQL("DROP INDEX IF EXISTS {}")
+            .format(sql.Identifier(name))
+            .as_string(cursor.connection)
+        )
+
+
+def space_register(embedder: Embedder) -> EmbeddingSpace:
+    """The row for this embedder's space, with its HNSW index. The first space ever
+    registered serves at once; later ones start out building."""
+    with transaction.atomic():
+        serving = EmbeddingSpace.objects.select_for_update().filter(
+            state=EmbeddingSpace.State.SERVING
+        )
+        state = (
+            EmbeddingSpace.State.BUILDING
+            if serving.exists()
+            else EmbeddingSpace.State.SERVING
+        )
+        backend, model, _ = embedder.space.split("/", 2)
+        space, _ = EmbeddingSpace.objects.get_or_create(
+            name=embedder.space,
+            defaults={
+                "backend": backend,
+                "model": model,
+                "dimensions": embedder.dimensions,
+                "state": state,
+            },
+        )
+    embedding_index_ensure(space=space.name, dimensions=space.dimensions)
+    return space
+
+
+def space_serving() -> EmbeddingSpace:
+    space = EmbeddingSpace.objects.filter(state=EmbeddingSpace.State.SERVING).first()
+    return space or space_register(get_embedder())
+
+
+def serving_embedder() -> Embedder:
+    """The embedder of the space that answers queries."""
+    space = space_serving()
+    configured = get_embedder()
+    if space.name == configured.space:
+        return configured
+    return cached_embedder(space.backend, space.model, space.dimensions)
+
+
+def ingest_embedders() -> list[Embedder]:
+    """The serving space, and the configured one while it is not yet serving: new
+    text lands in both, so neither is missing anything when the switch comes."""
+    serving, configured = serving_embedder(), get_embedder()
+    if configured.space == serving.space:
+        return [serving]
+    space_register(configured)
+    return [serving, configured]
+
+
+def space_switch(*, to: EmbeddingSpace, keep_old: bool) -> EmbeddingSpace | None:
+    """Make ``to`` the serving space; retire (and unless kept, delete) the old one."""
+    with transaction.atomic():
+        old = (
+            EmbeddingSpace.objects.select_for_update()
+            .filter(state=EmbeddingSpace.State.SERVING)
+            .exclude(pk=to.pk)
+            .first()
+        )
+        if old is not None:
+            old.state = EmbeddingSpace.State.RETIRED
+            old.save(update_fields=["state"])
+        to.state = EmbeddingSpace.State.SERVING
+        to.switched_at = timezone.now()
+        to.save(update_fields=["state", "switched_at"])
+    if old is not None and not keep_old:
+        Embedding.objects.filter(space=old.name).delete()
+        embedding_index_drop(space=old.name)
+    return old
