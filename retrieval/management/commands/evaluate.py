@@ -7,6 +7,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
+from kbsite.progress import ProgressBar
 from retrieval.evaluation import golden_load, golden_run, metrics, metrics_by_kind
 
 FLOORS = [
@@ -50,15 +51,15 @@ class Command(BaseCommand):
         except (OSError, ValueError) as exc:
             raise CommandError(str(exc)) from exc
         outcomes = []
+        bar = ProgressBar(self.stderr, label="questions")
         for number, item in enumerate(items, start=1):
             outcomes.append(golden_run(item, k=k, mode=mode))
-            if not options["json"]:
-                self.stderr.write(f"\r{number}/{len(items)} questions", ending="")
+            bar.update(number, len(items))
+        bar.close()
         report = {"overall": metrics(outcomes), "by_kind": metrics_by_kind(outcomes)}
         if options["json"]:
             self.stdout.write(json.dumps(report, indent=2))
         else:
-            self.stderr.write("")
             self._print(report)
         failed = [
             f"{name} {report['overall'][name]} < {options[f'min_{name}']}"

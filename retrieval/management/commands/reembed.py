@@ -1,0 +1,46 @@
+"""``manage.py reembed``: fill the configured embedding space and switch to it."""
+
+from __future__ import annotations
+
+from django.core.management.base import BaseCommand
+
+from kbsite.progress import ProgressBar
+from retrieval.embeddings import get_embedder
+from retrieval.reembed import index_rebuild
+from retrieval.spaces import space_serving
+
+
+class Command(BaseCommand):
+    help = (
+        "Re-chunk every live page from its stored Markdown and embed, with the model "
+        "the EMBEDDING_* settings name, every chunk text that has no vector in that "
+        "space; then make it the serving space. Queries keep using the old space "
+        "until then. Safe to interrupt and run again."
+    )
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument(
+            "--keep-old",
+            action="store_true",
+            help="Keep the old space's vectors after the switch (default: delete).",
+        )
+
+    def handle(self, *args, keep_old: bool, **options) -> None:
+        target = get_embedder()
+        serving = space_serving()
+        self.stdout.write(f"serving: {serving.name}; target: {target.space}")
+        bar = ProgressBar(self.stderr, label="pages")
+        progress = None
+        for progress in index_rebuild(target=target, keep_old=keep_old):
+            bar.update(progress.pages_done, progress.pages_total)
+        bar.close()
+        switched = (
+            f"switched from {progress.switched_from}"
+            if progress.switched_from
+            else "no switch needed"
+        )
+        self.stdout.write(
+            f"{progress.pages_done} pages, {progress.texts_embedded} texts embedded "
+            f"({progress.tokens:,} tokens), {progress.rechunked} pages re-chunked; "
+            f"{target.space} serves ({switched})"
+        )

@@ -1,0 +1,80 @@
+"""Move the index to another embedding model, or another chunking, without crawling.
+
+Every live page is chunked again from its stored Markdown, and the chunk texts with no
+vector in the target space are embedded. While the target is not yet serving, the old
+space answers every query; the switch happens once every page is done. Pages whose
+chunks differ (chunking changed) get their new chunk set at once when the target
+already serves, else just before the switch. Running it again after an interruption
+skips what is already embedded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from django.db import transaction
+
+from ingest.chunking import ChunkDraft, chunk_markdown
+from retrieval.embeddings import Embedder
+from retrieval.models import EmbeddingSpace
+from retrieval.services import embeddings_ensure, page_chunks_replace
+from retrieval.spaces import space_register, space_switch
+from sources.models import Page
+
+
+@dataclass
+class Progress:
+    pages_total: int
+    pages_done: int = 0
+    texts_embedded: int = 0
+    tokens: int = 0
+    rechunked: int = 0
+    switched_from: str = ""
+
+
+def index_rebuild(*, target: Embedder, keep_old: bool = False) -> Iterator[Progress]:
+    """Yield progress after each page, then once more after the switch."""
+    space = space_register(target)
+    pages = Page.objects.filter(status=Page.Status.LIVE).order_by("pk")
+    progress = Progress(pages_total=pages.count())
+    waiting: list[int] = []
+    for page in pages.only("pk", "title", "markdown").iterator():
+        drafts = chunk_markdown(page.markdown, title=page.title)
+        report = embeddings_ensure(
+            texts={d.embed_hash: d.embed_text for d in drafts}, embedder=target
+        )
+        progress.texts_embedded += report.embedded
+        progress.tokens += report.tokens
+        if _chunks_differ(page, drafts):
+            if space.state == EmbeddingSpace.State.SERVING:
+                progress.rechunked += _rechunk(page, drafts)
+            else:
+                waiting.append(page.pk)
+        progress.pages_done += 1
+        yield progress
+    if space.state != EmbeddingSpace.State.SERVING:
+        for page in Page.objects.filter(pk__in=waiting).only("pk", "title", "markdown"):
+            drafts = chunk_markdown(page.markdown, title=page.title)
+            embeddings_ensure(
+                texts={d.embed_hash: d.embed_text for d in drafts}, embedder=target
+            )
+            progress.rechunked += _rechunk(page, drafts)
+        old = space_switch(to=space, keep_old=keep_old)
+        progress.switched_from = old.name if old else ""
+    yield progress
+
+
+def _chunks_differ(page: Page, drafts: list[ChunkDraft]) -> bool:
+    current = page.chunks.order_by("position").values_list("embed_hash", flat=True)
+    return list(current) != [d.embed_hash for d in drafts]
+
+
+def _rechunk(page: Page, drafts: list[ChunkDraft]) -> int:
+    """Swap in the new chunk set, unless the page changed since it was read."""
+    with transaction.atomic():
+        locked = Page.objects.select_for_update().get(pk=page.pk)
+        if locked.markdown != page.markdown or locked.status != Page.Status.LIVE:
+            return 0
+        page_chunks_replace(page=locked, drafts=drafts)
+    return 1
