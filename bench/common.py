@@ -20,19 +20,24 @@ def django_with_fake_openai(dimensions: int = 256):
     """Start the fake OpenAI endpoint, point the settings at it, set Django up on a
     fresh benchmark database. Returns the running fake (it counts requests)."""
     sys.path.insert(0, str(ROOT))
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "kbsite.settings")
     from tests.fakes.openai_api import FakeOpenAI
 
     fake = FakeOpenAI().__enter__()
-    os.environ.update(
-        EMBEDDED_DB_NAME=BENCH_DB,
+    django_fresh(
         EMBEDDING_BACKEND="openai",
         EMBEDDING_MODEL="text-embedding-3-small",
         EMBEDDING_DIMENSIONS=str(dimensions),
         OPENAI_API_KEY="sk-bench",
         OPENAI_BASE_URL=fake.base_url,
-        LOG_LEVEL="WARNING",
     )
+    return fake
+
+
+def django_fresh(**env: str) -> None:
+    """Django on an emptied benchmark database, with these settings."""
+    sys.path.insert(0, str(ROOT))
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "kbsite.settings")
+    os.environ.update(EMBEDDED_DB_NAME=BENCH_DB, LOG_LEVEL="WARNING", **env)
     import django
 
     django.setup()
@@ -43,7 +48,6 @@ def django_with_fake_openai(dimensions: int = 256):
     from django_q.models import Schedule
 
     Schedule.objects.all().delete()  # no periodic jobs in the middle of a measurement
-    return fake
 
 
 @dataclass
@@ -65,15 +69,9 @@ class Round:
         )
 
 
-def start_cluster(fake, workers: int = 2) -> subprocess.Popen:
-    """A real ``qcluster`` on the benchmark database, embedding through the fake."""
-    env = dict(
-        os.environ,
-        EMBEDDED_DB_NAME=BENCH_DB,
-        OPENAI_BASE_URL=fake.base_url,
-        Q_WORKERS=str(workers),
-        LOG_LEVEL="WARNING",
-    )
+def start_cluster(workers: int = 2) -> subprocess.Popen:
+    """A real ``qcluster`` with this process's settings (database, embedding API)."""
+    env = dict(os.environ, Q_WORKERS=str(workers))
     return subprocess.Popen(
         [sys.executable, "manage.py", "qcluster"],
         cwd=ROOT,
@@ -91,7 +89,7 @@ def stop_cluster(cluster: subprocess.Popen) -> None:
         cluster.kill()
 
 
-def deliver_all(name: str, pages: list[tuple[str, str, int]], fake) -> Round:
+def deliver_all(name: str, pages: list[tuple[str, str, int]], fake=None) -> Round:
     """Deliver (url, html, status) pages through the webhook's service; the running
     cluster processes them. Returns when every job, follow-ups included, is done."""
     from django_q.models import OrmQ
@@ -101,7 +99,7 @@ def deliver_all(name: str, pages: list[tuple[str, str, int]], fake) -> Round:
     from sources.models import Delivery
 
     result = Round(name, pages=len(pages))
-    requests, tokens = fake.requests, fake.tokens
+    requests, tokens = (fake.requests, fake.tokens) if fake else (0, 0)
     started = time.perf_counter()
     for number, (url, html, status) in enumerate(pages):
         parsed = wire.ParsedDelivery(
@@ -120,8 +118,9 @@ def deliver_all(name: str, pages: list[tuple[str, str, int]], fake) -> Round:
     ):
         time.sleep(0.2)
     result.seconds = time.perf_counter() - started
-    result.requests = fake.requests - requests
-    result.tokens = fake.tokens - tokens
+    if fake:
+        result.requests = fake.requests - requests
+        result.tokens = fake.tokens - tokens
     outcomes = Delivery.objects.filter(pk__in=ids).values_list("outcome", flat=True)
     result.outcomes.update(outcomes)
     return result

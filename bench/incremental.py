@@ -100,7 +100,7 @@ def main() -> None:
 
     Source.objects.create(name="PostgreSQL 15 manual", seed_urls=BASE_URL)
     first = [(url, with_footer(html, "2026-11-01"), 200) for url, html in corpus]
-    cluster = start_cluster(fake)
+    cluster = start_cluster()
     try:
         print(deliver_all("first crawl", first, fake))
         second = recrawl(first, rng, fake)

@@ -32,7 +32,7 @@ def main() -> None:
 
     Source.objects.create(name="PostgreSQL 15 manual", seed_urls=BASE_URL)
     print(f"corpus: {len(corpus)} pages, {sum(len(h) for _, h, _ in corpus):,} bytes")
-    cluster = start_cluster(fake)
+    cluster = start_cluster()
     try:
         print(deliver_all("first", corpus, fake))
         print(deliver_all("unchanged", corpus, fake))

@@ -3,16 +3,21 @@ from __future__ import annotations
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
-from django.contrib.postgres.search import SearchQuery, SearchRank, SearchVector
+from django.contrib.postgres.search import (
+    SearchQuery,
+    SearchRank,
+    SearchVector,
+    SearchVectorField,
+)
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
 from django.db.models.functions import Cast
 from pgvector.django import CosineDistance, VectorField
 
 from sources.models import Page, Source
 
-# The full-text index and every keyword query use this one expression, so that
-# PostgreSQL can answer the queries from the index.
+# What full-text search reads: heading path and text, English stemming. Stored as a
+# generated column, so that ranking many matches does not parse every text again.
 CHUNK_SEARCH_VECTOR = SearchVector("heading", "text", config="english")
 
 
@@ -31,12 +36,11 @@ class ChunkQuerySet(models.QuerySet):
         return self.filter(page__source__in=sources.values("pk"))
 
     def matching(self, query: str) -> ChunkQuerySet:
-        """Full-text matches, best first, using the GIN index's own expression."""
+        """Full-text matches (websearch syntax), best first, through the GIN index."""
         search = SearchQuery(query, search_type="websearch", config="english")
         return (
-            self.alias(document=CHUNK_SEARCH_VECTOR)
-            .filter(document=search)
-            .annotate(keyword_rank=SearchRank(CHUNK_SEARCH_VECTOR, search))
+            self.filter(search_document=search)
+            .annotate(keyword_rank=SearchRank(F("search_document"), search))
             .order_by("-keyword_rank", "pk")
         )
 
@@ -57,6 +61,12 @@ class Chunk(models.Model):
         help_text="SHA-256 of the text that is embedded (title, heading path, text).",
     )
     token_count = models.PositiveIntegerField(default=0)
+    search_document = models.GeneratedField(
+        expression=CHUNK_SEARCH_VECTOR,
+        output_field=SearchVectorField(),
+        db_persist=True,
+        editable=False,
+    )
 
     objects = ChunkQuerySet.as_manager()
 
@@ -69,7 +79,7 @@ class Chunk(models.Model):
         ]
         indexes = [
             models.Index(fields=["embed_hash"], name="chunk_embed_hash_idx"),
-            GinIndex(CHUNK_SEARCH_VECTOR, name="chunk_fts_idx"),
+            GinIndex(fields=["search_document"], name="chunk_search_document_idx"),
         ]
 
     def __str__(self) -> str:

@@ -22,6 +22,9 @@ from retrieval.spaces import serving_embedder
 RRF_K = 60
 # Candidates taken from each list before filtering and fusion.
 CANDIDATES = 100
+# HNSW search breadth: 200 gave recall@10 0.96 against an exact scan at 100,000
+# chunks (bench.query); pgvector's default, 40, would also starve the filters.
+HNSW_EF_SEARCH = 200
 
 
 @dataclass
@@ -97,12 +100,12 @@ def _vector_hits(query: str, candidates, embedder: Embedder) -> list[Hit]:
     """Nearest texts from the HNSW index, then the visible chunks carrying them.
 
     pgvector 0.6 filters after the index scan, which returns at most
-    ``hnsw.ef_search`` rows, so that setting is raised to the number fetched.
+    ``hnsw.ef_search`` rows, so that setting is kept above the number fetched.
     """
     (vector,) = embedder.embed([query])
     with transaction.atomic():
         with connection.cursor() as cursor:
-            cursor.execute("SET LOCAL hnsw.ef_search = %s", [max(CANDIDATES, 40)])
+            cursor.execute("SET LOCAL hnsw.ef_search = %s", [HNSW_EF_SEARCH])
         nearest = list(
             Embedding.objects.nearest(
                 space=embedder.space, dimensions=embedder.dimensions, vector=vector

@@ -26,7 +26,8 @@ def embedding_index_ensure(*, space: str, dimensions: int) -> str:
     name = embedding_index_name(space)
     statement = sql.SQL(
         "CREATE INDEX IF NOT EXISTS {name} ON {table} USING hnsw "
-        "((vector::vector({dims})) vector_cosine_ops) WHERE space = {space}"
+        "((vector::vector({dims})) vector_cosine_ops) "
+        "WITH (m = 16, ef_construction = 128) WHERE space = {space}"
     ).format(
         name=sql.Identifier(name),
         table=sql.Identifier(Embedding._meta.db_table),

@@ -38,11 +38,15 @@ class SchemaTests(TestCase):
         assert f"vector({get_embedder().dimensions})" in definition
         assert space in definition
 
-    def test_chunk_text_has_a_gin_full_text_index(self):
-        definition = index_definition("chunk_fts_idx")
+    def test_chunk_text_has_a_stored_tsvector_with_a_gin_index(self):
+        definition = index_definition("chunk_search_document_idx")
+        (expression,) = fetch(
+            "SELECT generation_expression FROM information_schema.columns "
+            "WHERE table_name = 'retrieval_chunk' AND column_name = 'search_document'"
+        )[0]
 
-        assert "USING gin" in definition
-        assert "to_tsvector('english'::regconfig" in definition
+        assert "USING gin (search_document)" in definition
+        assert "to_tsvector('english'::regconfig" in expression
 
     def test_freshness_lives_on_pages_and_not_on_vector_rows(self):
         page_columns = {f.column for f in Page._meta.fields}

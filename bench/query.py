@@ -1,0 +1,252 @@
+"""Query speed at 100,000 chunks, HNSW recall, and retrieval quality per method.
+
+    .venv/bin/python -m bench.query latency [--chunks 100000] [--queries 200]
+    .venv/bin/python -m bench.query quality [--backends hashing,local]
+
+``latency`` fills the benchmark database with synthetic chunks made of paragraphs of
+the PostgreSQL manual (hashing vectors), serves it with gunicorn as ``make run`` does,
+and times sequential ``GET /api/search/`` and ``POST /api/query/`` (extractive)
+requests over loopback; then compares the HNSW top 10 with an exact scan.
+
+``quality`` ingests the manual's 1,169 pages through a real worker cluster and scores
+``bench/pg_golden.jsonl`` (64 questions: how-to, facts, identifiers, unanswerable)
+with vector-only, keyword-only and hybrid retrieval, for each embedding backend
+(switching with the same code as ``manage.py reembed``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+from bench.common import (
+    BENCH_DB,
+    ROOT,
+    deliver_all,
+    django_fresh,
+    start_cluster,
+    stop_cluster,
+)
+from bench.corpus import BASE_URL, pages
+
+GOLDEN = Path(__file__).resolve().parent / "pg_golden.jsonl"
+PORT = 8766
+
+
+def paragraphs_and_headings() -> tuple[list[str], list[str]]:
+    from ingest.extract import html_to_page
+    from ingest.normalize import normalize
+
+    paragraphs, headings = [], []
+    for _, html in pages():
+        _, markdown = html_to_page(html)
+        for block in normalize(markdown).split("\n\n"):
+            text = " ".join(block.split())
+            if block.startswith("#") and len(text) < 200:
+                headings.append(text.lstrip("# "))
+            elif len(text.split()) >= 20 and not block.startswith(("```", "|")):
+                paragraphs.append(text)
+    return paragraphs, headings
+
+
+def fill(chunks: int, paragraphs: list[str], headings: list[str]) -> None:
+    """Synthetic pages of 50 chunks, each three random paragraphs, with vectors."""
+    from django.db import connection
+
+    from ingest.chunking import text_hash
+    from retrieval.embeddings import get_embedder
+    from retrieval.models import Chunk, Embedding
+    from retrieval.spaces import embedding_index_drop, embedding_index_ensure
+    from sources.models import Page, Source
+
+    rng = random.Random(1)
+    embedder = get_embedder()
+    source = Source.objects.create(name="Synthetic", seed_urls=BASE_URL)
+    embedding_index_drop(space=embedder.space)
+    started = time.perf_counter()
+    for first in range(0, chunks, 5000):
+        count = min(5000, chunks - first)
+        page_objs = Page.objects.bulk_create(
+            Page(source=source, url=f"{BASE_URL}synthetic/{first + n}.html",
+                 title=rng.choice(headings), status=Page.Status.LIVE,
+                 last_verified_at="2026-11-01T00:00:00Z",
+                 last_changed_at="2026-11-01T00:00:00Z")
+            for n in range(0, count, 50)
+        )  # fmt: skip
+        texts = [" ".join(rng.sample(paragraphs, 3)) for _ in range(count)]
+        hashes = [text_hash(t) for t in texts]
+        vectors = embedder.embed(texts)
+        Chunk.objects.bulk_create(
+            Chunk(page=page_objs[n // 50], position=n % 50, text=t, embed_hash=h,
+                  heading=rng.choice(headings))
+            for n, (t, h) in enumerate(zip(texts, hashes, strict=True))
+        )  # fmt: skip
+        Embedding.objects.bulk_create(
+            Embedding(space=embedder.space, text_hash=h, vector=v)
+            for h, v in zip(hashes, vectors, strict=True)
+        )
+        print(
+            f"\r{first + count} chunks ({time.perf_counter() - started:.0f} s)", end=""
+        )
+    print()
+    started = time.perf_counter()
+    with connection.cursor() as cursor:
+        cursor.execute("SET maintenance_work_mem = '1GB'")
+        cursor.execute("ANALYZE")
+    embedding_index_ensure(space=embedder.space, dimensions=embedder.dimensions)
+    print(f"HNSW index built in {time.perf_counter() - started:.0f} s")
+
+
+def hnsw_recall(queries: list[str], k: int = 10) -> float:
+    from django.db import connection, transaction
+
+    from retrieval.embeddings import get_embedder
+    from retrieval.models import Embedding
+    from retrieval.search import HNSW_EF_SEARCH
+
+    embedder = get_embedder()
+    found = 0
+    for vector in embedder.embed(queries):
+        top = []
+        for exact in (False, True):
+            with transaction.atomic(), connection.cursor() as cursor:
+                cursor.execute("SET LOCAL hnsw.ef_search = %s", [HNSW_EF_SEARCH])
+                if exact:
+                    cursor.execute("SET LOCAL enable_indexscan = off")
+                nearest = Embedding.objects.nearest(
+                    space=embedder.space, dimensions=embedder.dimensions, vector=vector
+                )
+                top.append(set(nearest.values_list("pk", flat=True)[:k]))
+        found += len(top[0] & top[1])
+    return found / (k * len(queries))
+
+
+def serve() -> tuple[subprocess.Popen, str]:
+    from django.contrib.auth.models import User
+    from rest_framework.authtoken.models import Token
+
+    user = User.objects.create_user("bench", password="bench-password-1")
+    token = Token.objects.create(user=user).key
+    env = {**os.environ, "EMBEDDED_DB_NAME": BENCH_DB, "API_QUERY_RATE": "100000/min",
+           "API_SEARCH_RATE": "100000/min"}  # fmt: skip
+    server = subprocess.Popen(
+        [sys.executable, "manage.py", "serve", "--no-worker", "--bind",
+         f"127.0.0.1:{PORT}"],
+        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    for _ in range(200):
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{PORT}/healthz/", timeout=2)
+            return server, token
+        except OSError:
+            time.sleep(0.3)
+    server.kill()
+    raise SystemExit("the server did not start")
+
+
+def timed(request: urllib.request.Request) -> float:
+    started = time.perf_counter()
+    with urllib.request.urlopen(request, timeout=30) as response:
+        response.read()
+    return (time.perf_counter() - started) * 1000
+
+
+def latency(args) -> None:
+    django_fresh(EMBEDDING_BACKEND="hashing")
+    paragraphs, headings = paragraphs_and_headings()
+    fill(args.chunks, paragraphs, headings)
+    queries = random.Random(2).sample(headings, args.queries)
+    print(f"HNSW recall@10 against an exact scan: {hnsw_recall(queries):.3f}")
+    server, token = serve()
+    auth = {"Authorization": f"Token {token}"}
+    try:
+        for name, make in {
+            "search": lambda q: urllib.request.Request(
+                f"http://127.0.0.1:{PORT}/api/search/?"
+                + urllib.parse.urlencode({"q": q, "k": 10}),
+                headers=auth,
+            ),
+            "query": lambda q: urllib.request.Request(
+                f"http://127.0.0.1:{PORT}/api/query/",
+                data=json.dumps({"question": q}).encode(),
+                headers={**auth, "Content-Type": "application/json"},
+            ),
+        }.items():
+            timed(make(queries[0]))  # warm the worker
+            times = sorted(timed(make(q)) for q in queries)
+            print(
+                f"/api/{name}/ at {args.chunks:,} chunks, {len(times)} queries: "
+                f"p50 {statistics.median(times):.1f} ms, "
+                f"p95 {times[int(0.95 * len(times)) - 1]:.1f} ms"
+            )
+    finally:
+        stop_cluster(server)
+
+
+def quality(args) -> None:
+    django_fresh(EMBEDDING_BACKEND="hashing")
+    from django.test import override_settings
+
+    from retrieval.embeddings import get_embedder
+    from retrieval.evaluation import golden_load, golden_run, metrics
+    from retrieval.reembed import index_rebuild
+    from sources.models import Source
+
+    Source.objects.create(name="PostgreSQL 15 manual", seed_urls=BASE_URL)
+    cluster = start_cluster()
+    try:
+        print(deliver_all("ingest", [(u, h, 200) for u, h in pages()]))
+    finally:
+        stop_cluster(cluster)
+    golden = golden_load(GOLDEN)
+    settings_for = {
+        "hashing": {"EMBEDDING_BACKEND": "hashing", "EMBEDDING_MODEL": "hashing-v2",
+                    "EMBEDDING_DIMENSIONS": 384, "RELEVANCE_FLOOR": 0.16},
+        "local": {"EMBEDDING_BACKEND": "local", "EMBEDDING_MODEL": "all-MiniLM-L6-v2",
+                  "EMBEDDING_DIMENSIONS": 384, "RELEVANCE_FLOOR": 0.35},
+    }  # fmt: skip
+    for backend in args.backends.split(","):
+        with override_settings(**settings_for[backend]):
+            started = time.perf_counter()
+            *_, done = index_rebuild(target=get_embedder())
+            print(
+                f"{backend}: {done.texts_embedded} chunk texts embedded in "
+                f"{time.perf_counter() - started:.0f} s"
+            )
+            for mode in ["vector", "keyword", "hybrid"]:
+                m = metrics([golden_run(g, k=5, mode=mode) for g in golden])
+                print(
+                    f"  {mode:>7}: recall@1 {m['recall@1']:.3f}  recall@5 "
+                    f"{m['recall@5']:.3f}  MRR {m['mrr']:.3f}  abstention P/R "
+                    f"{m['abstention_precision']}/{m['abstention_recall']}"
+                    + (
+                        f"  citation precision {m['citation_precision']}"
+                        if mode == "hybrid"
+                        else ""
+                    )  # fmt: skip
+                )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    timing = commands.add_parser("latency", help="API latency and HNSW recall")
+    timing.add_argument("--chunks", type=int, default=100_000)
+    timing.add_argument("--queries", type=int, default=200)
+    scoring = commands.add_parser("quality", help="recall and MRR per method")
+    scoring.add_argument("--backends", default="hashing,local")
+    args = parser.parse_args()
+    {"latency": latency, "quality": quality}[args.command](args)
+
+
+if __name__ == "__main__":
+    main()
