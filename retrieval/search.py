@@ -93,7 +93,10 @@ def _candidates(user, filters: SearchFilters):
     if filters.max_age_days is not None:
         oldest = timezone.now() - timedelta(days=filters.max_age_days)
         chunks = chunks.filter(page__last_verified_at__gte=oldest)
-    return chunks.select_related("page")
+    # Narrow rows: pages carry their whole Markdown and delivered body.
+    return chunks.select_related("page").defer(
+        "search_document", "page__markdown", "page__raw_body", "page__line_shapes"
+    )
 
 
 def _vector_hits(query: str, candidates, embedder: Embedder) -> list[Hit]:
