@@ -25,6 +25,8 @@ CANDIDATES = 100
 # HNSW search breadth: 200 gave recall@10 0.96 against an exact scan at 100,000
 # chunks (bench.query); pgvector's default, 40, would also starve the filters.
 HNSW_EF_SEARCH = 200
+# Full-text matches ranked at most (see _keyword_hits).
+KEYWORD_RANKED = 2000
 
 
 @dataclass
@@ -72,9 +74,11 @@ def chunks_search(
         if mode != "keyword"
         else []
     )
-    keyword_hits = _keyword_hits(query, candidates) if mode != "vector" else []
+    keyword_hits = (
+        _keyword_hits(query, candidates, vector_hits) if mode != "vector" else []
+    )
     fused = _fuse(vector_hits, keyword_hits)
-    hits = _diverse(fused, k=k, per_page=per_page)
+    hits = _with_full_rows(_diverse(fused, k=k, per_page=per_page))
     best = max((h.similarity or 0.0 for h in vector_hits), default=0.0)
     abstained = best < settings.RELEVANCE_FLOOR and not keyword_hits
     return SearchResult(
@@ -93,10 +97,22 @@ def _candidates(user, filters: SearchFilters):
     if filters.max_age_days is not None:
         oldest = timezone.now() - timedelta(days=filters.max_age_days)
         chunks = chunks.filter(page__last_verified_at__gte=oldest)
-    # Narrow rows: pages carry their whole Markdown and delivered body.
-    return chunks.select_related("page").defer(
-        "search_document", "page__markdown", "page__raw_body", "page__line_shapes"
+    # Narrow rows while ranking; the k chosen are read whole afterwards.
+    return chunks.only("pk", "page_id", "position", "embed_hash")
+
+
+def _with_full_rows(hits: list[Hit]) -> list[Hit]:
+    """The chosen hits with their text and page (without the page's big fields)."""
+    rows = (
+        Chunk.objects.select_related("page")
+        .defer(
+            "search_document", "page__markdown", "page__raw_body", "page__line_shapes"
+        )
+        .in_bulk([h.chunk.pk for h in hits])
     )
+    for hit in hits:
+        hit.chunk = rows[hit.chunk.pk]
+    return hits
 
 
 def _vector_hits(query: str, candidates, embedder: Embedder) -> list[Hit]:
@@ -123,8 +139,14 @@ def _vector_hits(query: str, candidates, embedder: Embedder) -> list[Hit]:
     return hits
 
 
-def _keyword_hits(query: str, candidates) -> list[Hit]:
-    hits = [Hit(chunk=c) for c in candidates.matching(query)[:CANDIDATES]]
+def _keyword_hits(query: str, candidates, vector_hits: list[Hit]) -> list[Hit]:
+    """Full-text matches, best first. A query matching more than KEYWORD_RANKED
+    chunks (common words) carries little keyword evidence, and ranking every match
+    is slow: then only the vector candidates are ranked by it."""
+    matches = candidates.matching(query)
+    if matches.values("pk")[KEYWORD_RANKED : KEYWORD_RANKED + 1].exists():
+        matches = matches.filter(pk__in=[h.chunk.pk for h in vector_hits])
+    hits = [Hit(chunk=c) for c in matches[:CANDIDATES]]
     for rank, hit in enumerate(hits, start=1):
         hit.keyword_rank = rank
     return hits

@@ -118,3 +118,20 @@ def test_the_local_backend_refuses_an_unknown_model_name():
 
     with pytest.raises(ImproperlyConfigured, match="neither all-MiniLM-L6-v2"):
         build_embedder("local", "bert-on-the-hub", 384)
+
+
+def test_batches_respect_the_input_and_token_limits(monkeypatch):
+    from retrieval import services
+
+    monkeypatch.setattr(services, "EMBED_BATCH", 3)
+    monkeypatch.setattr(services, "EMBED_BATCH_TOKENS", 10)
+    texts = {f"h{i}": "word " * (4 if i != 5 else 12) for i in range(7)}
+
+    batches = list(services._batches(sorted(texts), texts))
+
+    assert [h for batch in batches for h, _ in batch] == sorted(texts)
+    for batch in batches:
+        assert len(batch) <= 3
+        assert sum(n for _, n in batch) <= 10 or len(batch) == 1, (
+            "an oversized text goes alone"
+        )

@@ -16,7 +16,7 @@ from retrieval.answer import NO_EVIDENCE
 from retrieval.models import QueryLog
 from retrieval.search import SearchFilters, chunks_search
 from retrieval.services import question_answer, search_run
-from sources.models import Source
+from sources.models import Page, Source
 from tests.fakes.openai_api import FakeOpenAI
 from tests.world import FIXTURES, HarborWorld, harbor_url
 
@@ -238,3 +238,26 @@ class EvaluateCommandTests(HarborWorld):
 
         with self.assertRaisesMessage(CommandError, "broken-golden.jsonl:2"):
             call_command("evaluate", str(broken), stdout=StringIO())
+
+
+class NeighbourContextTests(HarborWorld):
+    def test_a_section_split_over_two_chunks_reaches_the_answer_whole(self):
+        steps = " ".join(
+            f"Step {n}: turn dial number {n} to the left." for n in range(160)
+        )
+        self.ingest(
+            harbor_url("procedure"),
+            f"# Procedure\n\n## Calibrate the sensor\n\n{steps}\n",
+            content_type="text/markdown",
+        )
+        chunks = list(
+            Page.objects.get(url=harbor_url("procedure")).chunks.order_by("position")
+        )
+        assert len(chunks) > 1 and len({c.heading for c in chunks}) == 1
+
+        from retrieval.services import _with_neighbour
+
+        passage = _with_neighbour(chunks[0])
+
+        assert passage == f"{chunks[0].text}\n\n{chunks[1].text}"
+        assert _with_neighbour(chunks[-1]) == chunks[-1].text, "nothing follows the last"
