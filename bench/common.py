@@ -33,8 +33,8 @@ def django_with_fake_openai(dimensions: int = 256):
     return fake
 
 
-def django_fresh(**env: str) -> None:
-    """Django on an emptied benchmark database, with these settings."""
+def django_fresh(*, keep: bool = False, **env: str) -> None:
+    """Django on an emptied (or with ``keep``, the same) benchmark database."""
     sys.path.insert(0, str(ROOT))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "kbsite.settings")
     os.environ.update(EMBEDDED_DB_NAME=BENCH_DB, LOG_LEVEL="WARNING", **env)
@@ -44,6 +44,8 @@ def django_fresh(**env: str) -> None:
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
+    if keep:
+        return
     call_command("flush", interactive=False, verbosity=0)
     from django_q.models import Schedule
 

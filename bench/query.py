@@ -134,8 +134,8 @@ def serve() -> tuple[subprocess.Popen, str]:
     from django.contrib.auth.models import User
     from rest_framework.authtoken.models import Token
 
-    user = User.objects.create_user("bench", password="bench-password-1")
-    token = Token.objects.create(user=user).key
+    user, _ = User.objects.get_or_create(username="bench")
+    token = Token.objects.get_or_create(user=user)[0].key
     env = {**os.environ, "EMBEDDED_DB_NAME": BENCH_DB, "API_QUERY_RATE": "100000/min",
            "API_SEARCH_RATE": "100000/min"}  # fmt: skip
     server = subprocess.Popen(
@@ -161,9 +161,10 @@ def timed(request: urllib.request.Request) -> float:
 
 
 def latency(args) -> None:
-    django_fresh(EMBEDDING_BACKEND="hashing")
+    django_fresh(keep=args.reuse, EMBEDDING_BACKEND="hashing")
     paragraphs, headings = paragraphs_and_headings()
-    fill(args.chunks, paragraphs, headings)
+    if not args.reuse:
+        fill(args.chunks, paragraphs, headings)
     queries = random.Random(2).sample(headings, args.queries)
     print(f"HNSW recall@10 against an exact scan: {hnsw_recall(queries):.3f}")
     server, token = serve()
@@ -242,6 +243,9 @@ def main() -> None:
     timing = commands.add_parser("latency", help="API latency and HNSW recall")
     timing.add_argument("--chunks", type=int, default=100_000)
     timing.add_argument("--queries", type=int, default=200)
+    timing.add_argument(
+        "--reuse", action="store_true", help="keep the chunks of the last run"
+    )
     scoring = commands.add_parser("quality", help="recall and MRR per method")
     scoring.add_argument("--backends", default="hashing,local")
     args = parser.parse_args()
