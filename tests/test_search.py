@@ -260,4 +260,4 @@ class NeighbourContextTests(HarborWorld):
         passage = _with_neighbour(chunks[0])
 
         assert passage == f"{chunks[0].text}\n\n{chunks[1].text}"
-        assert _with_neighbour(chunks[-1]) == chunks[-1].text, "nothing follows the last"
+        assert _with_neighbour(chunks[-1]) == chunks[-1].text, "nothing follows"
