@@ -75,6 +75,9 @@ MIDDLEWARE = [
 ]
 
 ROOT_URLCONF = "kbsite.urls"
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "ask"
+LOGOUT_REDIRECT_URL = "login"
 WSGI_APPLICATION = "kbsite.wsgi.application"
 
 TEMPLATES = [

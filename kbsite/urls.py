@@ -1,14 +1,19 @@
 from django.contrib import admin
+from django.contrib.auth.views import LoginView, LogoutView
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from kbsite.views import healthz
+from retrieval.views import ask
 
 admin.site.site_header = "Knowledge base"
 admin.site.site_title = "Knowledge base admin"
 admin.site.index_title = "Sources, pages and the index"
 
 urlpatterns = [
+    path("", ask, name="ask"),
+    path("accounts/login/", LoginView.as_view(), name="login"),
+    path("accounts/logout/", LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("api/", include("retrieval.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),

@@ -2,10 +2,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from ingest.chunking import clean_inline
 from retrieval.search import SearchFilters
-
-EXCERPT_CHARS = 300
 
 
 class StrictCharField(serializers.CharField):
@@ -55,16 +52,10 @@ class CitationSerializer(serializers.Serializer):
     url = serializers.URLField(source="page.url")
     title = serializers.CharField(source="page.title")
     heading = serializers.CharField(source="chunk.heading")
-    excerpt = serializers.SerializerMethodField()
+    excerpt = serializers.CharField()
     score = serializers.FloatField()
     last_verified_at = serializers.DateTimeField(source="page.last_verified_at")
     last_changed_at = serializers.DateTimeField(source="page.last_changed_at")
-
-    def get_excerpt(self, citation) -> str:
-        text = " ".join(clean_inline(citation.chunk.text).split())
-        if len(text) <= EXCERPT_CHARS:
-            return text
-        return text[:EXCERPT_CHARS].rsplit(" ", 1)[0] + " …"
 
 
 class SearchResponseSerializer(serializers.Serializer):

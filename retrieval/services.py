@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from django.db import connection
 from django.utils import timezone
 
-from ingest.chunking import ChunkDraft
+from ingest.chunking import ChunkDraft, clean_inline
 from ingest.tokens import count_tokens
 from retrieval.answer import Passage, answer_compose
 from retrieval.embeddings import Embedder
@@ -21,6 +21,7 @@ from retrieval.search import (
 )
 from sources.models import Page
 
+EXCERPT_CHARS = 300
 # Inputs per embedding request; OpenAI accepts up to 2,048 but smaller batches fail
 # (and retry) more cheaply. Tokens per request stay under OpenAI's 300,000.
 EMBED_BATCH = 256
@@ -141,6 +142,17 @@ class Citation:
     @property
     def page(self) -> Page:
         return self.chunk.page
+
+    @property
+    def excerpt(self) -> str:
+        """The chunk as plain text without its heading line (the heading path is shown
+        on its own), cut at a word near EXCERPT_CHARS."""
+        lines = clean_inline(self.chunk.text).split("\n")
+        body = [line for line in lines if not line.startswith("#")]
+        text = " ".join(" ".join(body).split())
+        if len(text) <= EXCERPT_CHARS:
+            return text
+        return text[:EXCERPT_CHARS].rsplit(" ", 1)[0] + " …"
 
 
 @dataclass(frozen=True)

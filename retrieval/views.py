@@ -1,5 +1,9 @@
 from __future__ import annotations
 
+from django import forms
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
 from drf_spectacular.utils import extend_schema
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
@@ -61,3 +65,19 @@ class QueryView(APIView):
             filters=body.filters(),
         )
         return Response(QueryResponseSerializer(result).data)
+
+
+class AskForm(forms.Form):
+    question = forms.CharField(max_length=2000, strip=True)
+
+
+@login_required
+def ask(request: HttpRequest) -> HttpResponse:
+    """The "Ask" page: a question, its answer and its sources, for people."""
+    form = AskForm(request.POST if request.method == "POST" else None)
+    result = None
+    if form.is_bound and form.is_valid():
+        result = question_answer(
+            question=form.cleaned_data["question"], user=request.user, k=5
+        )
+    return render(request, "retrieval/ask.html", {"form": form, "result": result})
