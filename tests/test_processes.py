@@ -44,6 +44,33 @@ def test_a_manage_py_shell_in_another_process_sees_the_same_data():
     assert Source.objects.filter(name="Written by the shell").exists()
 
 
+def test_with_database_url_set_that_server_is_used_and_nothing_is_started():
+    from django.db import connection
+
+    from tests.conftest import _database_url
+
+    Source.objects.create(name="Reached through DATABASE_URL")
+    params = connection.get_connection_params()
+    url = _database_url(
+        {"USER": "postgres", "HOST": params["host"], "PORT": params["port"],
+         "NAME": connection.settings_dict["NAME"]}
+    )  # fmt: skip
+
+    result = manage(
+        "shell",
+        "-c",
+        "from django.db import connection; from sources.models import Source; "
+        "print(connection.vendor, connection.settings_dict['ENGINE']); "
+        "print(Source.objects.get(name='Reached through DATABASE_URL').name)",
+        DATABASE_URL=url,
+    )
+
+    assert result.returncode == 0, result.stderr
+    assert "postgresql django.db.backends.postgresql" in result.stdout
+    assert "Reached through DATABASE_URL" in result.stdout
+    assert "embedded PostgreSQL started" not in result.stderr
+
+
 def get(url: str) -> tuple[int, str]:
     try:
         with urllib.request.urlopen(url, timeout=5) as response:

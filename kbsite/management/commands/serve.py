@@ -97,7 +97,10 @@ class Command(BaseCommand):
                 "or start with DJANGO_SUPERUSER_USERNAME, DJANGO_SUPERUSER_PASSWORD "
                 "and DJANGO_SUPERUSER_EMAIL set."
             )
-        self.stdout.write(f"API docs: http://{bind}/api/docs/   Stop with Ctrl-C.")
+        self.stdout.write(
+            f"Ask: http://{bind}/   API docs: http://{bind}/api/docs/   "
+            "Stop with Ctrl-C."
+        )
 
     def _wait_for_first_exit(self, children: dict[str, subprocess.Popen]) -> str:
         while True:
