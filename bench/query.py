@@ -198,7 +198,7 @@ def quality(args) -> None:
     from django.test import override_settings
 
     from retrieval.embeddings import get_embedder
-    from retrieval.evaluation import golden_load, golden_run, metrics
+    from retrieval.evaluation import floor_suggest, golden_load, golden_run, metrics
     from retrieval.reembed import index_rebuild
     from sources.models import Source
 
@@ -223,6 +223,8 @@ def quality(args) -> None:
                 f"{backend}: {done.texts_embedded} chunk texts embedded in "
                 f"{time.perf_counter() - started:.0f} s"
             )
+            floor, right = floor_suggest(golden, k=5)
+            print(f"  suggested RELEVANCE_FLOOR {floor} decides {right:.0%} right")
             for mode in ["vector", "keyword", "hybrid"]:
                 m = metrics([golden_run(g, k=5, mode=mode) for g in golden])
                 print(

@@ -7,6 +7,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
+from retrieval.search import chunks_search
 from retrieval.services import question_answer, search_run
 
 
@@ -91,3 +92,28 @@ def metrics_by_kind(outcomes: list[Outcome]) -> dict[str, dict]:
 
 def _share(part: float, whole: int) -> float | None:
     return round(part / whole, 4) if whole else None
+
+
+def floor_suggest(golden: list[Golden], *, k: int) -> tuple[float, float]:
+    """The RELEVANCE_FLOOR that best separates the questions that should abstain from
+    the others on this golden set, and the share of questions it decides right.
+
+    A question abstains when its best cosine similarity is under the floor and no
+    chunk matches all its words, so only questions without a full-text match move.
+    """
+    points = []
+    for item in golden:
+        result = chunks_search(query=item.question, user=None, k=k)
+        points.append((result.best_similarity, result.keyword_matches > 0,
+                       not item.expected_urls))  # fmt: skip
+    candidates = sorted({round(similarity, 4) for similarity, _, _ in points} | {0.0})
+    best_floor, best_right = 0.0, -1
+    for low, high in zip(candidates, [*candidates[1:], 1.0], strict=True):
+        floor = round((low + high) / 2, 4) if high > low else low
+        right = sum(
+            (similarity < floor and not matched) == should
+            for similarity, matched, should in points
+        )
+        if right > best_right:
+            best_floor, best_right = floor, right
+    return best_floor, best_right / len(points)

@@ -223,6 +223,18 @@ class EvaluateCommandTests(HarborWorld):
         assert report["by_kind"]["identifier"]["recall@1"] == 1.0
         assert not QueryLog.objects.exists(), "evaluation does not pollute the log"
 
+    def test_it_suggests_a_floor_that_separates_the_golden_set(self):
+        out = StringIO()
+
+        call_command("evaluate", str(FIXTURES / "golden.jsonl"), "--suggest-floor",
+                     stdout=out, stderr=StringIO())  # fmt: skip
+
+        line = out.getvalue().strip().splitlines()[-1]
+        floor = float(line.split()[0].split("=")[1])
+        assert line.endswith("of abstentions right (now 0.16)")
+        assert "decides 100%" in line
+        assert 0.14 < floor < 0.2
+
     def test_a_floor_that_is_not_reached_fails_the_command(self):
         with self.assertRaisesMessage(CommandError, "below the floor: mrr"):
             call_command("evaluate", str(FIXTURES / "golden.jsonl"), "--json",

@@ -5,10 +5,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from kbsite.progress import ProgressBar
-from retrieval.evaluation import golden_load, golden_run, metrics, metrics_by_kind
+from retrieval.evaluation import (
+    floor_suggest,
+    golden_load,
+    golden_run,
+    metrics,
+    metrics_by_kind,
+)
 
 FLOORS = [
     "recall@5",
@@ -37,6 +44,12 @@ class Command(BaseCommand):
             help="Retrieval to measure (citation precision needs hybrid).",
         )
         parser.add_argument("--json", action="store_true", help="Machine output.")
+        parser.add_argument(
+            "--suggest-floor",
+            action="store_true",
+            help="Also print the RELEVANCE_FLOOR that best separates the questions "
+            "that should abstain from the others on this set.",
+        )
         for name in FLOORS:
             parser.add_argument(
                 f"--min-{name.replace('@', '-at-').replace('_', '-')}",
@@ -57,10 +70,23 @@ class Command(BaseCommand):
             bar.update(number, len(items))
         bar.close()
         report = {"overall": metrics(outcomes), "by_kind": metrics_by_kind(outcomes)}
+        if options["suggest_floor"]:
+            floor, right = floor_suggest(items, k=k)
+            report["suggested_floor"] = {
+                "relevance_floor": floor,
+                "decided_right": right,
+            }
         if options["json"]:
             self.stdout.write(json.dumps(report, indent=2))
         else:
             self._print(report)
+            if "suggested_floor" in report:
+                suggestion = report["suggested_floor"]
+                self.stdout.write(
+                    f"RELEVANCE_FLOOR={suggestion['relevance_floor']} decides "
+                    f"{suggestion['decided_right']:.0%} of abstentions right "
+                    f"(now {settings.RELEVANCE_FLOOR})"
+                )
         failed = [
             f"{name} {report['overall'][name]} < {options[f'min_{name}']}"
             for name in FLOORS
