@@ -68,8 +68,3 @@ def strip(markdown: str, *, common: set[int], patterns: Iterable[re.Pattern]) ->
         or any(p.search(line.strip()) for p in patterns)
     }
     return "\n".join(line for index, line in enumerate(lines) if index not in drop)
-
-
-def compile_patterns(text: str) -> list[re.Pattern]:
-    """One regular expression per non-empty line; raises re.error on a bad one."""
-    return [re.compile(line.strip()) for line in text.splitlines() if line.strip()]

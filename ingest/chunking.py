@@ -84,6 +84,11 @@ def _prefix_parts(title: str, path: list[str]) -> list[str]:
     return [part for part in [title, *path] if part]
 
 
+def embed_texts(drafts: list[ChunkDraft]) -> dict[str, str]:
+    """What to embed for these chunks: text by hash (identical texts once)."""
+    return {draft.embed_hash: draft.embed_text for draft in drafts}
+
+
 def text_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 

@@ -15,7 +15,7 @@ from django_q.models import Schedule
 from django_q.tasks import async_task, schedule
 
 from ingest import wire
-from ingest.chunking import chunk_markdown
+from ingest.chunking import chunk_markdown, embed_texts
 from ingest.content import Content, EmptyContent, content_derive
 from ingest.extract import EXTRACTOR_VERSION
 from retrieval.services import EmbedReport, embeddings_ensure, page_chunks_replace
@@ -271,7 +271,7 @@ def _embed(content: Content, page: Page, delivery: Delivery | None = None):
     The spend is recorded at once: tokens are paid for even if the swap never comes.
     """
     drafts = chunk_markdown(content.markdown, title=content.title)
-    texts = {d.embed_hash: d.embed_text for d in drafts}
+    texts = embed_texts(drafts)
     reports = [embeddings_ensure(texts=texts, embedder=e) for e in ingest_embedders()]
     report = EmbedReport.total(reports)
     if report.requests:
@@ -300,9 +300,9 @@ def _apply_content(
         return _apply_unchanged(delivery, page, pushed, content)
     drafts, report = _embed(content, page, delivery)
     with transaction.atomic():
-        page = _lock(page)
-        if not _still_ours(delivery) or page.is_newer_than(delivery.crawled_at):
-            return _superseded(delivery, page)
+        page = _lock_for(delivery, page)
+        if page is None:
+            return Outcome.SKIPPED
         if page.is_live and page.content_hash == content.digest:
             return _verified(delivery, page, pushed, content)
         kind = (
@@ -334,9 +334,9 @@ def _apply_unchanged(
     delivery: Delivery, page: Page, pushed: Page | None, content: Content
 ) -> str:
     with transaction.atomic():
-        page = _lock(page)
-        if not _still_ours(delivery) or page.is_newer_than(delivery.crawled_at):
-            return _superseded(delivery, page)
+        page = _lock_for(delivery, page)
+        if page is None:
+            return Outcome.SKIPPED
         return _verified(delivery, page, pushed, content)
 
 
@@ -352,9 +352,9 @@ def _verified(
 
 def _apply_gone(delivery: Delivery, page: Page) -> str:
     with transaction.atomic():
-        page = _lock(page)
-        if not _still_ours(delivery) or page.is_newer_than(delivery.crawled_at):
-            return _superseded(delivery, page)
+        page = _lock_for(delivery, page)
+        if page is None:
+            return Outcome.SKIPPED
         if page.status != Page.Status.GONE:
             page_chunks_replace(page=page, drafts=[])
             page_shapes_record(page=page, shapes={})
@@ -396,6 +396,16 @@ def _redirect(pushed: Page | None, page: Page, delivery: Delivery) -> None:
     )
     pushed.final_url = page.url
     pushed.save()
+
+
+def _lock_for(delivery: Delivery, page: Page) -> Page | None:
+    """The page, locked, if this delivery may still change it; else the delivery is
+    finished as superseded (another run finished it, or a newer crawl is shown)."""
+    page = _lock(page)
+    if not _still_ours(delivery) or page.is_newer_than(delivery.crawled_at):
+        _superseded(delivery, page)
+        return None
+    return page
 
 
 def _lock(page: Page) -> Page:

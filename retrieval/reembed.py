@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from django.db import transaction
 
-from ingest.chunking import ChunkDraft, chunk_markdown
+from ingest.chunking import ChunkDraft, chunk_markdown, embed_texts
 from retrieval.embeddings import Embedder
 from retrieval.models import EmbeddingSpace
 from retrieval.services import embeddings_ensure, page_chunks_replace
@@ -40,10 +40,7 @@ def index_rebuild(*, target: Embedder, keep_old: bool = False) -> Iterator[Progr
     progress = Progress(pages_total=pages.count())
     waiting: list[int] = []
     for page in pages.only("pk", "title", "markdown").iterator():
-        drafts = chunk_markdown(page.markdown, title=page.title)
-        report = embeddings_ensure(
-            texts={d.embed_hash: d.embed_text for d in drafts}, embedder=target
-        )
+        drafts, report = _embedded_drafts(page, target)
         progress.texts_embedded += report.embedded
         progress.tokens += report.tokens
         if _chunks_differ(page, drafts):
@@ -54,15 +51,20 @@ def index_rebuild(*, target: Embedder, keep_old: bool = False) -> Iterator[Progr
         progress.pages_done += 1
         yield progress
     if space.state != EmbeddingSpace.State.SERVING:
+        # Read again: a page may have changed since (ingest fills this space too).
         for page in Page.objects.filter(pk__in=waiting).only("pk", "title", "markdown"):
-            drafts = chunk_markdown(page.markdown, title=page.title)
-            embeddings_ensure(
-                texts={d.embed_hash: d.embed_text for d in drafts}, embedder=target
-            )
+            drafts, _ = _embedded_drafts(page, target)
             progress.rechunked += _rechunk(page, drafts)
         old = space_switch(to=space, keep_old=keep_old)
         progress.switched_from = old.name if old else ""
     yield progress
+
+
+def _embedded_drafts(page: Page, target: Embedder):
+    """The page's chunks under the current chunking, each with a vector in
+    ``target``."""
+    drafts = chunk_markdown(page.markdown, title=page.title)
+    return drafts, embeddings_ensure(texts=embed_texts(drafts), embedder=target)
 
 
 def _chunks_differ(page: Page, drafts: list[ChunkDraft]) -> bool:

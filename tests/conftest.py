@@ -5,8 +5,6 @@ import socket
 import sys
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -46,8 +44,3 @@ def _database_url(db: dict) -> str:
 
 
 PYTHON = sys.executable
-
-
-@pytest.fixture
-def manage_py():
-    return [PYTHON, str(ROOT / "manage.py")]

@@ -88,8 +88,8 @@ class EmbeddedPostgres:
         ``database``, if given, is created on the way if it does not exist yet.
         """
         pid = os.getpid()
-        if self._held_by == pid and self.running() is not None:
-            return self.running()
+        if self._held_by == pid and (info := self.running()) is not None:
+            return info
         with self._locked():
             info = self._ensure_running()
             if database:
