@@ -97,8 +97,8 @@ def deliver_all(name: str, pages: list[tuple[str, str, int]], fake=None) -> Roun
     from django_q.models import OrmQ
 
     from ingest import wire
-    from ingest.services import delivery_receive
-    from sources.models import Delivery
+    from ingest.models import Delivery
+    from ingest.queueing import delivery_receive
 
     result = Round(name, pages=len(pages))
     requests, tokens = (fake.requests, fake.tokens) if fake else (0, 0)
@@ -109,10 +109,10 @@ def deliver_all(name: str, pages: list[tuple[str, str, int]], fake=None) -> Roun
             crawler_status=200, body_format="html", text="",
         )  # fmt: skip
         raw = gzip.compress(html.encode())
-        delivery, _ = delivery_receive(
+        delivery_id, _ = delivery_receive(
             parsed=parsed, raw=raw, content_type="text/plain"
         )
-        result.delivery_ids[url] = delivery.pk
+        result.delivery_ids[url] = delivery_id
     ids = list(result.delivery_ids.values())
     open_states = [Delivery.State.QUEUED, Delivery.State.PROCESSING]
     while Delivery.objects.filter(pk__in=ids, state__in=open_states).exists() or (

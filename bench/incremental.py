@@ -66,9 +66,9 @@ def recrawl(first: list, rng: random.Random, fake):
 
 
 def chunking_throughput(corpus: list[tuple[str, str]]) -> str:
-    from ingest.chunking import chunk_markdown
     from ingest.extract import html_to_page
     from ingest.normalize import normalize
+    from retrieval.chunking import chunk_markdown
 
     started = time.perf_counter()
     chunks = 0
@@ -95,8 +95,9 @@ def main() -> None:
     fake = django_with_fake_openai()
     from django.db.models import Sum
 
+    from ingest.models import Delivery
     from retrieval.models import Chunk
-    from sources.models import Delivery, Page, Source
+    from sources.models import Page, Source
 
     Source.objects.create(name="PostgreSQL 15 manual", seed_urls=BASE_URL)
     first = [(url, with_footer(html, "2026-11-01"), 200) for url, html in corpus]

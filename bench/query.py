@@ -62,7 +62,7 @@ def fill(chunks: int, paragraphs: list[str], headings: list[str]) -> None:
     """Synthetic pages of 50 chunks, each three random paragraphs, with vectors."""
     from django.db import connection
 
-    from ingest.chunking import text_hash
+    from kbsite.text import sha256_hex as text_hash
     from retrieval.embeddings import get_embedder
     from retrieval.models import Chunk, Embedding
     from retrieval.spaces import embedding_index_drop, embedding_index_ensure

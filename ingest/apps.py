@@ -5,7 +5,7 @@ from django.db.models.signals import post_migrate
 
 # name → task; each runs every 10 minutes, in one cluster at a time.
 SCHEDULES = {
-    "ingest: fail stalled deliveries": "deliveries_fail_stalled_task",
+    "ingest: re-queue stalled deliveries": "deliveries_requeue_stalled_task",
     "ingest: refresh learned boilerplate": "sources_boilerplate_refresh_task",
 }
 
@@ -14,6 +14,8 @@ def _ensure_schedules(sender: AppConfig, **kwargs) -> None:
     """The periodic jobs ingest needs, created or repaired after every migrate."""
     from django_q.models import Schedule
 
+    stale = Schedule.objects.filter(name__startswith="ingest: ")
+    stale.exclude(name__in=SCHEDULES).delete()
     for name, func in SCHEDULES.items():
         Schedule.objects.update_or_create(
             name=name,

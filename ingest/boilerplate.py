@@ -13,10 +13,10 @@ import hashlib
 import re
 from collections.abc import Iterable, Iterator
 
+from kbsite.text import HEADING, fenced
+
 DIGITS = re.compile(r"\d")
 SPACES = re.compile(r"\s+")
-FENCE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
-HEADING = re.compile(r"^#{1,6}\s")
 # Lines shorter than this are too generic ("Note", "}") to call boilerplate.
 MIN_LENGTH = 12
 
@@ -33,17 +33,8 @@ def shape_hash(shape: str) -> int:
 
 def _prose_lines(markdown: str) -> Iterator[tuple[int, str]]:
     """(index, line) for lines outside fenced code that are not headings."""
-    fence = ""
-    for index, line in enumerate(markdown.split("\n")):
-        opener = FENCE.match(line)
-        if fence:
-            if opener and opener.group(1)[0] == fence[0]:
-                fence = ""
-            continue
-        if opener:
-            fence = opener.group(1)
-            continue
-        if HEADING.match(line) or len(line.strip()) < MIN_LENGTH:
+    for index, (line, code) in enumerate(fenced(markdown.split("\n"))):
+        if code or HEADING.match(line) or len(line.strip()) < MIN_LENGTH:
             continue
         yield index, line
 

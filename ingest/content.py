@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 from ingest import boilerplate, wire
 from ingest.extract import html_to_page, markdown_title
-from ingest.normalize import content_hash, normalize
+from ingest.normalize import normalize
+from kbsite.text import sha256_hex
 
 
 class EmptyContent(ValueError):
@@ -53,7 +54,7 @@ def content_derive(
     return Content(
         title=title,
         markdown=markdown,
-        digest=content_hash(markdown),
+        digest=sha256_hex(markdown),
         shapes=shapes,
         raw_body=raw if raw[:2] == wire.GZIP_MAGIC else gzip.compress(raw),
         content_type=content_type,

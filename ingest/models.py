@@ -1,2 +1,215 @@
-# Ingest keeps no tables of its own: deliveries and pages live in ``sources``,
-# chunks and vectors in ``retrieval``.
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import models
+from django.db.models import F, Q
+from django.utils import timezone
+
+
+def stall_grace() -> timedelta:
+    """How long after its last claim a delivery is surely abandoned: a job runs at
+    most Q_TIMEOUT seconds, and one whose worker died is offered again Q_RETRY
+    seconds after it started."""
+    cluster = settings.Q_CLUSTER
+    return timedelta(seconds=2 * (cluster["retry"] + cluster["timeout"]))
+
+
+class DeliveryQuerySet(models.QuerySet["Delivery"]):
+    def claimable(self) -> DeliveryQuerySet:
+        """Waiting for a worker, or claimed by one that may have died (a job that is
+        offered again after a crash must be able to take its delivery back)."""
+        return self.filter(state__in=[Delivery.State.QUEUED, Delivery.State.PROCESSING])
+
+    def stalled(self, *, now: datetime) -> DeliveryQuerySet:
+        """Deliveries that should be moving and may have lost their job: queued
+        (and due) for over a minute, or claimed longer ago than any job can run."""
+        settled = now - timedelta(minutes=1)
+        queued = Q(state=Delivery.State.QUEUED, queued_at__lt=settled) & (
+            Q(next_attempt_at=None) | Q(next_attempt_at__lt=settled)
+        )
+        processing = Q(
+            state=Delivery.State.PROCESSING, claimed_at__lt=now - stall_grace()
+        )
+        return self.filter(queued | processing)
+
+    def failed(self) -> DeliveryQuerySet:
+        return self.filter(state=Delivery.State.FAILED)
+
+    def requeueable(self) -> DeliveryQuerySet:
+        """Not finished, and the body is still there to process."""
+        return self.exclude(state=Delivery.State.DONE).exclude(body=None)
+
+
+class Delivery(models.Model):
+    """One page delivered by a crawler, claimed by its request id (rid) exactly once."""
+
+    class State(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        PROCESSING = "processing", "Processing"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed after retries"
+
+    class Outcome(models.TextChoices):
+        EMBEDDED = "embedded", "Embedded (content changed)"
+        UNCHANGED = "unchanged", "Unchanged (verified)"
+        DELETED = "deleted", "Deleted (tombstoned)"
+        SKIPPED = "skipped", "Skipped (crawler or site failure)"
+        REJECTED = "rejected", "Rejected (bad input)"
+        FAILED = "failed", "Failed"
+
+    rid = models.CharField(
+        "request id", max_length=100, unique=True, help_text="Crawlbase's rid."
+    )
+    url = models.URLField("URL", max_length=2048)
+    original_status = models.PositiveSmallIntegerField(null=True, blank=True)
+    crawler_status = models.PositiveSmallIntegerField(
+        null=True,
+        blank=True,
+        help_text="PC-Status (or CB-Status): the crawler's verdict.",
+    )
+    content_type = models.CharField(max_length=200, blank=True)
+    push = models.ForeignKey(
+        "sources.Push",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    body = models.BinaryField(
+        null=True, editable=False, help_text="Raw body, kept until processed."
+    )
+    body_bytes = models.PositiveIntegerField(default=0)
+    received_at = models.DateTimeField(default=timezone.now)
+    queued_at = models.DateTimeField(
+        default=timezone.now, help_text="When its job was last put on the queue."
+    )
+    processed_at = models.DateTimeField(null=True, blank=True)
+    claimed_at = models.DateTimeField(
+        null=True, blank=True, help_text="When a worker last started on it."
+    )
+    next_attempt_at = models.DateTimeField(
+        null=True, blank=True, help_text="When a failed attempt will be tried again."
+    )
+    state = models.CharField(max_length=20, choices=State.choices, default=State.QUEUED)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    embedding_requests = models.PositiveIntegerField(default=0)
+    embedding_tokens = models.PositiveIntegerField(
+        default=0, help_text="Tokens sent to the embedding model for this delivery."
+    )
+    outcome = models.CharField(max_length=20, choices=Outcome.choices, blank=True)
+    error = models.TextField(blank=True)
+    page = models.ForeignKey(
+        "sources.Page",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="deliveries",
+    )
+    version = models.OneToOneField(
+        "sources.PageVersion",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="delivery",
+        help_text="The page version this delivery recorded, if it changed the page.",
+    )
+
+    objects = DeliveryQuerySet.as_manager()
+
+    class Meta:
+        verbose_name_plural = "deliveries"
+        ordering = ["-received_at"]
+        indexes = [
+            models.Index(fields=["state", "received_at"], name="delivery_state_idx"),
+            models.Index(fields=["-received_at"], name="delivery_received_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.rid} {self.url}"
+
+    @property
+    def crawled_at(self) -> datetime:
+        """When the crawl this delivery answers was asked for (else when it came)."""
+        push = self.push if self.push_id else None  # no query when there is none
+        return push.pushed_at if push is not None else self.received_at
+
+    # -- transitions: each one conditional update, whose row count says if it won ---
+
+    def _move(self, when: Q, **fields: object) -> bool:
+        moved = Delivery.objects.filter(when, pk=self.pk).update(**fields)
+        for name, value in fields.items():
+            if moved and not isinstance(value, F):
+                setattr(self, name, value)
+        return bool(moved)
+
+    def mark_claimed(self, *, at: datetime) -> bool:
+        """Taken by a worker; also after a crash, when its job is offered again."""
+        states = [self.State.QUEUED, self.State.PROCESSING]
+        if not self._move(
+            Q(state__in=states),
+            state=self.State.PROCESSING,
+            attempts=F("attempts") + 1,
+            claimed_at=at,
+        ):
+            return False
+        self.refresh_from_db(fields=["attempts"])
+        return True
+
+    def mark_done(self, *, outcome: str, note: str = "", page_id: int | None) -> bool:
+        """The outcome is recorded and the raw body dropped (the page keeps its
+        Markdown). False if another run of this delivery finished it first."""
+        return self._move(
+            Q(state=self.State.PROCESSING),
+            state=self.State.DONE,
+            outcome=outcome,
+            error=note,
+            processed_at=timezone.now(),
+            next_attempt_at=None,
+            body=None,
+            page_id=page_id,
+            version_id=self.version_id,
+        )
+
+    def mark_retry(self, *, error: str, at: datetime) -> bool:
+        """Back to the queue, to be tried again at ``at``."""
+        return self._move(
+            Q(state__in=[self.State.QUEUED, self.State.PROCESSING]),
+            state=self.State.QUEUED,
+            error=error,
+            next_attempt_at=at,
+            queued_at=timezone.now(),
+        )
+
+    def mark_failed(self, *, error: str) -> bool:
+        """Given up: shown in the admin, where it can be re-queued."""
+        return self._move(
+            ~Q(state=self.State.DONE),
+            state=self.State.FAILED,
+            outcome=self.Outcome.FAILED,
+            error=error[:2000],
+            processed_at=timezone.now(),
+            next_attempt_at=None,
+        )
+
+    def mark_requeued(self) -> bool:
+        """Queued again with a fresh budget of attempts (an editor's re-queue)."""
+        return self._move(
+            ~Q(state=self.State.DONE) & ~Q(body=None),
+            state=self.State.QUEUED,
+            attempts=0,
+            error="",
+            outcome="",
+            next_attempt_at=None,
+            queued_at=timezone.now(),
+        )
+
+    def mark_requeued_stalled(self) -> bool:
+        """Queued again after its job was lost (the attempts it used still count)."""
+        return self._move(
+            Q(state__in=[self.State.QUEUED, self.State.PROCESSING]),
+            state=self.State.QUEUED,
+            next_attempt_at=None,
+            queued_at=timezone.now(),
+        )

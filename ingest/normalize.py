@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import re
 import unicodedata
 
@@ -17,7 +16,3 @@ def normalize(text: str) -> str:
     text = TRAILING_SPACE.sub("", text)
     text = MANY_BLANK_LINES.sub("\n\n\n", text)
     return text.strip("\n") + "\n" if text.strip() else ""
-
-
-def content_hash(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()

@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-from ingest.services import (
-    deliveries_fail_stalled,
-    delivery_process,
-    source_pages_rederive,
-    sources_boilerplate_refresh,
-)
+from ingest.process import delivery_process
+from ingest.queueing import deliveries_requeue_stalled
+from ingest.rederive import source_pages_rederive, sources_boilerplate_refresh
 from sources.models import Source
 
 
 def delivery_process_task(delivery_id: int) -> str | None:
-    return delivery_process(delivery_id=delivery_id)
+    result = delivery_process(delivery_id=delivery_id)
+    return None if result is None else str(result)
 
 
-def deliveries_fail_stalled_task() -> int:
-    return deliveries_fail_stalled()
+def deliveries_requeue_stalled_task() -> int:
+    return deliveries_requeue_stalled()
 
 
 def source_pages_rederive_task(source_id: int, shapes: list[int]) -> int:

@@ -20,7 +20,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from ingest import wire
-from ingest.services import delivery_receive
+from ingest.queueing import delivery_receive
 
 logger = logging.getLogger(__name__)
 
@@ -110,10 +110,10 @@ class CrawlbaseWebhookView(APIView):
             return Response({"error": exc.code, "detail": str(exc)}, status=exc.status)
         if parsed.is_probe:
             return Response({"status": "ok", "probe": True})
-        delivery, created = delivery_receive(
+        delivery_id, created = delivery_receive(
             parsed=parsed, raw=raw, content_type=headers["content-type"]
         )
         if not created:
             logger.info("webhook ignored a repeated rid %s", parsed.rid)
-            return Response({"status": "duplicate", "delivery": delivery.pk})
-        return Response({"status": "queued", "delivery": delivery.pk})
+            return Response({"status": "duplicate", "delivery": delivery_id})
+        return Response({"status": "queued", "delivery": delivery_id})

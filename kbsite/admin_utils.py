@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from django.contrib import admin
+from django.db.models import Model
 from django.utils.html import format_html
 
 
@@ -29,3 +33,13 @@ def short_hash(value: str) -> str:
     if not value:
         return "—"
     return format_html('<code title="{}">{}</code>', value, value[:12])
+
+
+def hash_column(field: str, description: str) -> Callable[[Any, Model], str]:
+    """An admin column showing the model's ``field`` as a short hash."""
+
+    @admin.display(description=description, ordering=field)
+    def column(admin_self: Any, obj: Model) -> str:
+        return short_hash(getattr(obj, field))
+
+    return column

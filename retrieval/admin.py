@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.contrib import admin
 from django.db.models import Func, IntegerField
 
-from kbsite.admin_utils import ReadOnlyAdmin, short_hash
+from kbsite.admin_utils import ReadOnlyAdmin, hash_column
 from retrieval.models import Chunk, Embedding, EmbeddingUsage, QueryLog
 
 
@@ -14,9 +14,7 @@ class ChunkAdmin(ReadOnlyAdmin):
     list_filter = ["page__status", "page__source"]
     list_select_related = ["page"]
 
-    @admin.display(description="embedded text hash")
-    def hash(self, obj: Chunk) -> str:
-        return short_hash(obj.embed_hash)
+    hash = hash_column("embed_hash", "embedded text hash")
 
 
 @admin.register(Embedding)
@@ -26,9 +24,7 @@ class EmbeddingAdmin(ReadOnlyAdmin):
     search_fields = ["=text_hash"]
     exclude = ["vector"]
 
-    @admin.display(description="text hash")
-    def hash(self, obj: Embedding) -> str:
-        return short_hash(obj.text_hash)
+    hash = hash_column("text_hash", "text hash")
 
     def get_queryset(self, request):
         # The size from PostgreSQL, so the list never loads whole vectors.

@@ -13,15 +13,10 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
-from ingest.chunking import clean_inline
+from kbsite.text import clean_inline, content_words, sentences
+from retrieval.embeddings import openai_client
 
 MARKER = re.compile(r"\[(\d{1,3})\]")
-WORD = re.compile(r"[a-z0-9_]+")
-SENTENCE = re.compile(r"(?<=[.!?])\s+")
-STOPWORDS = set(
-    "a an and are as at be by can do does for from how i if in is it of on or "
-    "should the this to use what when where which who why will with you your".split()
-)
 NO_EVIDENCE = "The index holds no evidence to answer this question."
 
 SYSTEM_PROMPT = """You answer questions about documentation.
@@ -58,7 +53,7 @@ def answer_compose(*, question: str, passages: list[Passage]) -> Answer:
 
 
 def _terms(text: str) -> set[str]:
-    return {w for w in WORD.findall(text.lower()) if w not in STOPWORDS}
+    return set(content_words(text))
 
 
 def _extractive(question: str, passages: list[Passage]) -> str:
@@ -86,21 +81,13 @@ def _sentences(markdown: str) -> list[str]:
         sentence.strip()
         for block in clean_inline(markdown).split("\n\n")
         if not block.lstrip().startswith(("#", "```", "|"))
-        for sentence in SENTENCE.split(" ".join(block.split()))
+        for sentence in sentences(" ".join(block.split()))
         if len(sentence.strip()) > 20
     ]
 
 
 def _chat(question: str, passages: list[Passage]) -> str:
-    from openai import OpenAI
-
-    client = OpenAI(
-        api_key=settings.OPENAI_API_KEY,
-        base_url=settings.OPENAI_BASE_URL or None,
-        max_retries=settings.OPENAI_MAX_RETRIES,
-        timeout=settings.OPENAI_TIMEOUT,
-    )
-    response = client.chat.completions.create(
+    response = openai_client().chat.completions.create(
         model=settings.CHAT_MODEL,
         temperature=0,
         messages=[

@@ -9,24 +9,20 @@ from __future__ import annotations
 import hashlib
 import math
 import os
-import re
 from collections.abc import Sequence
 from functools import lru_cache
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
-WORD = re.compile(r"\w+", re.UNICODE)
-# Words that carry no topic; left in, they make every question look alike.
-STOPWORDS = frozenset(
-    "a about an and any are as at be been but by can could do does for from had has "
-    "have how i if in into is it its may me my no not of on or our should so than "
-    "that the their them then there these they this to was we were what when where "
-    "which who why will with would you your".split()
-)
+from kbsite.text import content_words, truncate_tokens
+
+if TYPE_CHECKING:
+    from openai import OpenAI
+
 # OpenAI's embedding models read at most this many tokens of one input.
 MAX_INPUT_TOKENS = 8191
 
@@ -68,7 +64,7 @@ class HashingEmbedder:
 
     def _embed_one(self, text: str) -> list[float]:
         vector = [0.0] * self.dimensions
-        words = [w for w in WORD.findall(text.lower()) if w not in STOPWORDS]
+        words = content_words(text)
         features = words + [f"{a} {b}" for a, b in zip(words, words[1:], strict=False)]
         for feature in features:
             digest = hashlib.blake2b(feature.encode(), digest_size=8).digest()
@@ -76,6 +72,19 @@ class HashingEmbedder:
             sign = 1.0 if number & 1 else -1.0
             vector[(number >> 1) % self.dimensions] += sign
         return _unit(vector)
+
+
+def openai_client() -> OpenAI:
+    """A client for the configured OpenAI-compatible API. It retries 429, 5xx,
+    timeouts and connection errors with exponential backoff."""
+    from openai import OpenAI
+
+    return OpenAI(
+        api_key=settings.OPENAI_API_KEY,
+        base_url=settings.OPENAI_BASE_URL or None,
+        max_retries=settings.OPENAI_MAX_RETRIES,
+        timeout=settings.OPENAI_TIMEOUT,
+    )
 
 
 class OpenAIEmbedder:
@@ -87,17 +96,10 @@ class OpenAIEmbedder:
     """
 
     def __init__(self, model: str, dimensions: int) -> None:
-        from openai import OpenAI
-
         self.model = model
         self.dimensions = dimensions
         self.space = space_name("openai", model, dimensions)
-        self.client = OpenAI(
-            api_key=settings.OPENAI_API_KEY,
-            base_url=settings.OPENAI_BASE_URL or None,
-            max_retries=settings.OPENAI_MAX_RETRIES,
-            timeout=settings.OPENAI_TIMEOUT,
-        )
+        self.client = openai_client()
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         options = {}
@@ -106,7 +108,7 @@ class OpenAIEmbedder:
             options["dimensions"] = self.dimensions
         response = self.client.embeddings.create(
             model=self.model,
-            input=[_truncate(text, MAX_INPUT_TOKENS) for text in texts],
+            input=[truncate_tokens(text, MAX_INPUT_TOKENS) for text in texts],
             encoding_format="float",
             **options,
         )
@@ -164,14 +166,6 @@ def _local_model_path(model: str) -> str:
     raise ImproperlyConfigured(
         f"EMBEDDING_MODEL={model!r} is neither all-MiniLM-L6-v2 nor a model directory"
     )
-
-
-def _truncate(text: str, limit: int) -> str:
-    """At most ``limit`` tokens of ``text`` (a huge code block must not fail a page)."""
-    from ingest.tokens import encoding
-
-    tokens = encoding().encode_ordinary(text)
-    return text if len(tokens) <= limit else encoding().decode(tokens[:limit])
 
 
 def _checked(vectors: list[list[float]], count: int, embedder: Embedder) -> list:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from django.db import transaction
 
-from ingest.chunking import ChunkDraft, chunk_markdown, embed_texts
+from retrieval.chunking import ChunkDraft, chunk_markdown, embed_texts
 from retrieval.embeddings import Embedder
 from retrieval.models import EmbeddingSpace
 from retrieval.services import embeddings_ensure, page_chunks_replace

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from django.db import connection
 from django.utils import timezone
 
-from ingest.chunking import ChunkDraft, clean_inline
-from ingest.tokens import count_tokens
+from kbsite.text import clean_inline, count_tokens
 from retrieval.answer import Passage, answer_compose
+from retrieval.chunking import ChunkDraft
 from retrieval.embeddings import Embedder
 from retrieval.models import Chunk, Embedding, EmbeddingUsage, QueryLog
 from retrieval.search import (

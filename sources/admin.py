@@ -2,11 +2,10 @@ from __future__ import annotations
 
 from django.contrib import admin
 from django.db.models import Count, Q
+from django.utils.html import format_html_join
 
-from ingest.services import delivery_requeue
-from kbsite.admin_utils import ReadOnlyAdmin, short_hash
-from retrieval.models import Chunk
-from sources.models import Delivery, LineShape, Page, PageVersion, Push, Source
+from kbsite.admin_utils import ReadOnlyAdmin, hash_column, short_hash
+from sources.models import LineShape, Page, PageVersion, Push, Source
 
 
 @admin.register(Source)
@@ -38,29 +37,14 @@ class SourceAdmin(admin.ModelAdmin):
 
 class PageVersionInline(admin.TabularInline):
     model = PageVersion
-    fields = ["recorded_at", "kind", "hash", "delivery"]
+    fields = ["recorded_at", "kind", "hash"]
     readonly_fields = fields
     extra = 0
     max_num = 0
     can_delete = False
     show_change_link = True
 
-    @admin.display(description="content hash")
-    def hash(self, obj: PageVersion) -> str:
-        return short_hash(obj.content_hash)
-
-
-class ChunkInline(admin.TabularInline):
-    model = Chunk
-    fields = ["position", "heading", "token_count", "hash"]
-    readonly_fields = fields
-    extra = 0
-    max_num = 0
-    can_delete = False
-
-    @admin.display(description="embedded text hash")
-    def hash(self, obj: Chunk) -> str:
-        return short_hash(obj.embed_hash)
+    hash = hash_column("content_hash", "content hash")
 
 
 @admin.register(Page)
@@ -97,13 +81,27 @@ class PageAdmin(admin.ModelAdmin):
         "embedding_tokens",
         "extractor_version",
         "created_at",
+        "chunk_list",
         "markdown",
     ]
-    inlines = [PageVersionInline, ChunkInline]
+    inlines = [PageVersionInline]
 
-    @admin.display(description="content hash", ordering="content_hash")
-    def hash(self, obj: Page) -> str:
-        return short_hash(obj.content_hash)
+    hash = hash_column("content_hash", "content hash")
+
+    @admin.display(description="chunks")
+    def chunk_list(self, obj: Page) -> str:
+        """The chunks search holds for this page, in order (heading and size)."""
+        rows = obj.chunks.order_by("position").values_list(
+            "position", "heading", "token_count", "embed_hash"
+        )
+        return (
+            format_html_join(
+                "\n",
+                "<div>#{} {} <small>({} tokens, {})</small></div>",
+                ((p, h or "—", n, short_hash(e)) for p, h, n, e in rows),
+            )
+            or "—"
+        )
 
 
 @admin.register(LineShape)
@@ -123,9 +121,7 @@ class PageVersionAdmin(ReadOnlyAdmin):
     search_fields = ["page__url", "content_hash"]
     list_select_related = ["page"]
 
-    @admin.display(description="content hash")
-    def hash(self, obj: PageVersion) -> str:
-        return short_hash(obj.content_hash)
+    hash = hash_column("content_hash", "content hash")
 
 
 @admin.register(Push)
@@ -134,37 +130,3 @@ class PushAdmin(ReadOnlyAdmin):
     search_fields = ["=rid", "url"]
     list_select_related = ["page"]
     raw_id_fields = ["page"]
-
-
-@admin.register(Delivery)
-class DeliveryAdmin(ReadOnlyAdmin):
-    list_display = [
-        "rid",
-        "url",
-        "state",
-        "outcome",
-        "original_status",
-        "crawler_status",
-        "attempts",
-        "embedding_tokens",
-        "received_at",
-    ]
-    list_filter = ["state", "outcome", "crawler_status", "original_status"]
-    search_fields = ["=rid", "url"]
-    exclude = ["body"]
-    raw_id_fields = ["page", "push"]
-    actions = ["requeue"]
-
-    def has_requeue_permission(self, request) -> bool:
-        return request.user.has_perm("sources.change_delivery")
-
-    @admin.action(
-        description="Re-queue the selected deliveries", permissions=["requeue"]
-    )
-    def requeue(self, request, queryset) -> None:
-        done = sum(delivery_requeue(delivery=delivery) for delivery in queryset)
-        skipped = queryset.count() - done
-        message = f"Re-queued {done} deliveries."
-        if skipped:
-            message += f" {skipped} were left alone (already done, or body dropped)."
-        self.message_user(request, message)

@@ -104,6 +104,14 @@ class Source(models.Model):
     def boilerplate_regexes(self) -> list[re.Pattern]:
         return [re.compile(line) for line in self._lines(self.boilerplate_patterns)]
 
+    @property
+    def allow_regexes(self) -> list[re.Pattern]:
+        return [re.compile(line) for line in self._lines(self.allow_patterns)]
+
+    @property
+    def deny_regexes(self) -> list[re.Pattern]:
+        return [re.compile(line) for line in self._lines(self.deny_patterns)]
+
     def clean(self) -> None:
         errors = {}
         for name in ["allow_patterns", "deny_patterns", "boilerplate_patterns"]:
@@ -349,9 +357,6 @@ class PageVersion(models.Model):
     kind = models.CharField(max_length=20, choices=Kind.choices)
     content_hash = models.CharField(max_length=64, blank=True)
     markdown = models.TextField(blank=True, help_text="The content, kept for diffs.")
-    delivery = models.ForeignKey(
-        "Delivery", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
     recorded_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
@@ -385,79 +390,3 @@ class Push(models.Model):
 
     def __str__(self) -> str:
         return f"{self.rid} {self.url}"
-
-
-class Delivery(models.Model):
-    """One page delivered by a crawler, claimed by its request id (rid) exactly once."""
-
-    class State(models.TextChoices):
-        QUEUED = "queued", "Queued"
-        PROCESSING = "processing", "Processing"
-        DONE = "done", "Done"
-        FAILED = "failed", "Failed after retries"
-
-    class Outcome(models.TextChoices):
-        EMBEDDED = "embedded", "Embedded (content changed)"
-        UNCHANGED = "unchanged", "Unchanged (verified)"
-        DELETED = "deleted", "Deleted (tombstoned)"
-        SKIPPED = "skipped", "Skipped (crawler or site failure)"
-        REJECTED = "rejected", "Rejected (bad input)"
-        FAILED = "failed", "Failed"
-
-    rid = models.CharField(
-        "request id", max_length=100, unique=True, help_text="Crawlbase's rid."
-    )
-    url = models.URLField("URL", max_length=2048)
-    original_status = models.PositiveSmallIntegerField(null=True, blank=True)
-    crawler_status = models.PositiveSmallIntegerField(
-        null=True,
-        blank=True,
-        help_text="PC-Status (or CB-Status): the crawler's verdict.",
-    )
-    content_type = models.CharField(max_length=200, blank=True)
-    push = models.ForeignKey(
-        Push, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
-    body = models.BinaryField(
-        null=True, editable=False, help_text="Raw body, kept until processed."
-    )
-    body_bytes = models.PositiveIntegerField(default=0)
-    received_at = models.DateTimeField(default=timezone.now)
-    processed_at = models.DateTimeField(null=True, blank=True)
-    claimed_at = models.DateTimeField(
-        null=True, blank=True, help_text="When a worker last started on it."
-    )
-    next_attempt_at = models.DateTimeField(
-        null=True, blank=True, help_text="When a failed attempt will be tried again."
-    )
-    state = models.CharField(max_length=20, choices=State.choices, default=State.QUEUED)
-    attempts = models.PositiveSmallIntegerField(default=0)
-    embedding_requests = models.PositiveIntegerField(default=0)
-    embedding_tokens = models.PositiveIntegerField(
-        default=0, help_text="Tokens sent to the embedding model for this delivery."
-    )
-    outcome = models.CharField(max_length=20, choices=Outcome.choices, blank=True)
-    error = models.TextField(blank=True)
-    page = models.ForeignKey(
-        Page,
-        null=True,
-        blank=True,
-        on_delete=models.SET_NULL,
-        related_name="deliveries",
-    )
-
-    class Meta:
-        verbose_name_plural = "deliveries"
-        ordering = ["-received_at"]
-        indexes = [
-            models.Index(fields=["state", "received_at"], name="delivery_state_idx"),
-            models.Index(fields=["-received_at"], name="delivery_received_idx"),
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.rid} {self.url}"
-
-    @property
-    def crawled_at(self):
-        """When the crawl this delivery answers was asked for (else when it came)."""
-        return self.push.pushed_at if self.push_id else self.received_at

@@ -5,8 +5,9 @@ from django.test import TestCase
 from django.urls import reverse
 from django_q.models import OrmQ
 
+from ingest.models import Delivery
 from retrieval.models import Chunk, Embedding, EmbeddingUsage, QueryLog
-from sources.models import Delivery, LineShape, Page, PageVersion, Push, Source
+from sources.models import LineShape, Page, PageVersion, Push, Source
 
 
 class AdminPagesTests(TestCase):
@@ -59,7 +60,7 @@ class AdminPagesTests(TestCase):
         assert b"<script>alert(1)</script>" not in response.content
 
     def test_machine_written_rows_cannot_be_added_by_hand(self):
-        for name in ["sources_delivery_add", "retrieval_chunk_add"]:
+        for name in ["ingest_delivery_add", "retrieval_chunk_add"]:
             with self.subTest(name=name):
                 assert self.client.get(reverse(f"admin:{name}")).status_code == 403
 
@@ -72,7 +73,7 @@ class AdminPagesTests(TestCase):
         done.save()
 
         response = self.client.post(
-            reverse("admin:sources_delivery_changelist"),
+            reverse("admin:ingest_delivery_changelist"),
             {"action": "requeue", "_selected_action": [failed.pk, done.pk]},
             follow=True,
         )

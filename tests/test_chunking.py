@@ -1,7 +1,7 @@
 from __future__ import annotations
 
-from ingest.chunking import MAX_TOKENS, chunk_markdown, clean_inline
-from ingest.tokens import count_tokens
+from kbsite.text import clean_inline, count_tokens
+from retrieval.chunking import MAX_TOKENS, chunk_markdown
 
 PAGE = """Intro before any heading.
 

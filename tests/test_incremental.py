@@ -7,10 +7,11 @@ import gzip
 from django.conf import settings
 from django.test import override_settings
 
+from ingest.models import Delivery
 from retrieval.embeddings import get_embedder
 from retrieval.models import Embedding, EmbeddingUsage
 from retrieval.spaces import space_register, space_switch
-from sources.models import Delivery, LineShape
+from sources.models import LineShape
 from tests.fakes.openai_api import FakeOpenAI
 from tests.world import SITE, IngestWorld, run_queued
 

@@ -3,30 +3,22 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from unittest import mock
 
 from django.test import override_settings
 from django.utils import timezone
 from django_q.models import OrmQ, Schedule
 
-from ingest.services import (
-    deliveries_fail_stalled,
-    delivery_process,
-    delivery_requeue,
-)
+from ingest.models import Delivery
+from ingest.process import delivery_process
+from ingest.queueing import deliveries_requeue_stalled, delivery_requeue
+from retrieval.embeddings import get_embedder
 from retrieval.models import Chunk, Embedding
-from sources.models import Delivery, Page, PageVersion
-from tests.world import INSTALL, INSTALL_EDITED, SITE, IngestWorld
+from retrieval.spaces import space_register, space_switch
+from sources.models import Page, PageVersion
+from tests.fakes.openai_api import FakeOpenAI
+from tests.world import INSTALL, INSTALL_EDITED, SITE, IngestWorld, run_queued
 
 URL = f"{SITE}/install/"
-
-
-class FailingEmbedder:
-    space = "hashing/hashing-v2/384"
-    dimensions = 384
-
-    def embed(self, texts):
-        raise ConnectionError("embedding provider unavailable")
 
 
 class FirstCrawlTests(IngestWorld):
@@ -230,12 +222,26 @@ class RedirectTests(IngestWorld):
 
 
 class ProviderFailureTests(IngestWorld):
+    """The embedding provider is the fake OpenAI API, serving the index."""
+
     def setUp(self):
+        self.api = self.enterContext(FakeOpenAI())
+        self.enterContext(
+            override_settings(
+                EMBEDDING_BACKEND="openai",
+                EMBEDDING_MODEL="text-embedding-3-small",
+                EMBEDDING_DIMENSIONS=64,
+                OPENAI_API_KEY="sk-test",
+                OPENAI_BASE_URL=self.api.base_url,
+                OPENAI_MAX_RETRIES=0,
+            )
+        )
+        space_switch(to=space_register(get_embedder()), keep_old=True)
         self.ingest()
 
-    @mock.patch("ingest.services.ingest_embedders", return_value=[FailingEmbedder()])
-    def test_provider_errors_are_retried_and_old_chunks_keep_serving(self, _):
+    def test_provider_errors_are_retried_and_old_chunks_keep_serving(self):
         chunks = list(Chunk.objects.values_list("pk", flat=True))
+        self.api.fail_next(1, status=503)
 
         delivery = self.receive(body=INSTALL_EDITED)
         OrmQ.objects.all().delete()
@@ -243,9 +249,9 @@ class ProviderFailureTests(IngestWorld):
             result = delivery_process(delivery_id=delivery.pk)
 
         delivery.refresh_from_db()
-        assert result == "retry"
+        assert result == Delivery.State.QUEUED
         assert delivery.state == Delivery.State.QUEUED
-        assert "embedding provider unavailable" in delivery.error
+        assert "503" in delivery.error
         assert delivery.next_attempt_at > delivery.received_at
         assert (
             Schedule.objects.filter(func="ingest.tasks.delivery_process_task").count()
@@ -254,14 +260,14 @@ class ProviderFailureTests(IngestWorld):
         assert list(Chunk.objects.values_list("pk", flat=True)) == chunks
         assert "Python 3.11" in self.page().markdown
 
-    @mock.patch("ingest.services.ingest_embedders", return_value=[FailingEmbedder()])
-    def test_a_delivery_that_keeps_failing_ends_failed_and_can_be_requeued(self, _):
+    def test_a_delivery_that_keeps_failing_ends_failed_and_can_be_requeued(self):
+        self.api.fail_next(10, status=500)
         delivery = self.receive(body=INSTALL_EDITED)
         with override_settings(DELIVERY_MAX_ATTEMPTS=3):
             results = [delivery_process(delivery_id=delivery.pk) for _ in range(4)]
 
         delivery.refresh_from_db()
-        assert results == ["retry", "retry", "failed", None]
+        assert results == ["queued", "queued", "failed", None]
         assert delivery.state == Delivery.State.FAILED
         assert delivery.outcome == Delivery.Outcome.FAILED
         assert delivery.body is not None, "the body is kept so it can be retried"
@@ -273,11 +279,9 @@ class ProviderFailureTests(IngestWorld):
         assert OrmQ.objects.count() == 1
 
     def test_the_retry_after_recovery_completes_the_delivery(self):
+        self.api.fail_next(1, status=500)
         delivery = self.receive(body=INSTALL_EDITED)
-        with mock.patch(
-            "ingest.services.ingest_embedders", return_value=[FailingEmbedder()]
-        ):
-            delivery_process(delivery_id=delivery.pk)
+        delivery_process(delivery_id=delivery.pk)
 
         delivery_process(delivery_id=delivery.pk)
 
@@ -287,25 +291,58 @@ class ProviderFailureTests(IngestWorld):
 
 
 class StalledDeliveryTests(IngestWorld):
-    def test_a_delivery_no_worker_will_finish_is_marked_failed(self):
+    def test_a_claimed_delivery_whose_job_is_gone_is_queued_again(self):
         stalled, running = self.receive(), self.receive()
+        OrmQ.objects.all().delete()
         long_ago = timezone.now() - timedelta(hours=3)
         Delivery.objects.filter(pk=stalled.pk).update(
-            state=Delivery.State.PROCESSING, claimed_at=long_ago
+            state=Delivery.State.PROCESSING, claimed_at=long_ago, attempts=1
         )
         Delivery.objects.filter(pk=running.pk).update(
-            state=Delivery.State.PROCESSING, claimed_at=timezone.now()
+            state=Delivery.State.PROCESSING, claimed_at=timezone.now(), attempts=1
         )
 
-        assert deliveries_fail_stalled() == 1
+        assert deliveries_requeue_stalled() == 1
 
         stalled.refresh_from_db()
         running.refresh_from_db()
-        assert (stalled.state, stalled.outcome) == ("failed", "failed")
-        assert "re-queue" in stalled.error
+        assert (stalled.state, stalled.attempts) == (Delivery.State.QUEUED, 1)
         assert running.state == Delivery.State.PROCESSING
+        assert run_queued("ingest.tasks.delivery_process_task") == ["embedded"]
+
+    def test_a_queued_delivery_whose_job_was_dropped_is_queued_again(self):
+        lost, waiting = self.receive(), self.receive()
+        a_while_ago = timezone.now() - timedelta(minutes=5)
+        Delivery.objects.update(queued_at=a_while_ago)
+        for job in OrmQ.objects.all():
+            if job.task["args"] == (lost.pk,):
+                job.delete()
+
+        assert deliveries_requeue_stalled() == 1
+        assert deliveries_requeue_stalled() == 0, "its job is back on the queue"
+
+        assert len(run_queued("ingest.tasks.delivery_process_task")) == 2
+        states = Delivery.objects.filter(pk__in=[lost.pk, waiting.pk])
+        assert set(states.values_list("state", flat=True)) == {Delivery.State.DONE}
+
+    def test_a_stalled_delivery_out_of_attempts_is_marked_failed(self):
+        stalled = self.receive()
+        OrmQ.objects.all().delete()
+        Delivery.objects.filter(pk=stalled.pk).update(
+            state=Delivery.State.PROCESSING,
+            claimed_at=timezone.now() - timedelta(hours=3),
+            attempts=5,
+        )
+
+        with override_settings(DELIVERY_MAX_ATTEMPTS=5):
+            assert deliveries_requeue_stalled() == 0
+
+        stalled.refresh_from_db()
+        assert (stalled.state, stalled.outcome) == ("failed", "failed")
 
     def test_the_sweep_is_scheduled_after_every_migrate(self):
-        sweep = Schedule.objects.get(func="ingest.tasks.deliveries_fail_stalled_task")
+        sweep = Schedule.objects.get(
+            func="ingest.tasks.deliveries_requeue_stalled_task"
+        )
 
         assert (sweep.schedule_type, sweep.minutes, sweep.repeats) == ("I", 10, -1)

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
-from ingest.normalize import content_hash, normalize
+from ingest.normalize import normalize
+from kbsite.text import sha256_hex as content_hash
 
 
 def test_it_composes_unicode_and_unifies_line_ends():

@@ -9,7 +9,7 @@ import json
 from django.test import override_settings
 from django_q.models import OrmQ
 
-from sources.models import Delivery
+from ingest.models import Delivery
 from tests.world import INSTALL, SITE, TOKEN, IngestWorld
 
 URL = f"/webhooks/crawlbase/?token={TOKEN}"

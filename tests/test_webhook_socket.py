@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 import pytest
 from django_q.models import OrmQ
 
-from sources.models import Delivery
+from ingest.models import Delivery
 from tests.fakes.crawlbase import FakeCrawler
 from tests.world import INSTALL, SITE, TOKEN
 

@@ -10,8 +10,9 @@ import time
 
 import pytest
 
+from ingest.models import Delivery
 from retrieval.models import Chunk, Embedding
-from sources.models import Delivery, PageVersion, Source
+from sources.models import PageVersion, Source
 from tests.conftest import PYTHON, ROOT, subprocess_env
 from tests.fakes.openai_api import FakeOpenAI
 from tests.world import SITE, receive_delivery

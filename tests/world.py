@@ -9,8 +9,10 @@ from pathlib import Path
 from django.test import TestCase, override_settings
 
 from ingest import wire
-from ingest.services import delivery_process, delivery_receive
-from sources.models import Delivery, Page, Push, Source
+from ingest.models import Delivery
+from ingest.process import delivery_process
+from ingest.queueing import delivery_receive
+from sources.models import Page, Push, Source
 
 TOKEN = "test-webhook-token"
 SITE = "https://docs.example.com"
@@ -46,11 +48,10 @@ def run_queued(func: str) -> list:
     Jobs for other functions stay queued."""
     from django.utils.module_loading import import_string
     from django_q.models import OrmQ
-    from django_q.signing import SignedPackage
 
     results = []
     for row in OrmQ.objects.order_by("id"):
-        task = SignedPackage.loads(row.payload)
+        task = row.task
         if task["func"] == func:
             results.append(import_string(func)(*task["args"], **task["kwargs"]))
             row.delete()
@@ -79,10 +80,10 @@ def receive_delivery(
         body_format=wire.body_format(content_type),
         text=body,
     )
-    delivery, _ = delivery_receive(
+    delivery_id, _ = delivery_receive(
         parsed=parsed, raw=gzip.compress(body.encode()), content_type=content_type
     )
-    return delivery
+    return Delivery.objects.get(pk=delivery_id)
 
 
 @override_settings(WEBHOOK_TOKEN=TOKEN, DELIVERY_RETRY_SECONDS=0)

@@ -15,7 +15,7 @@ import struct
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from ingest.tokens import count_tokens
+from kbsite.text import count_tokens
 from retrieval.embeddings import HashingEmbedder
 
 

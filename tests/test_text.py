@@ -5,7 +5,10 @@ import socket
 import pytest
 import tiktoken.registry
 
-from ingest import tokens
+from ingest.boilerplate import line_shape, shape_hash, strip
+from kbsite import text as tokens
+from kbsite.text import fenced, sentences
+from retrieval.chunking import chunk_markdown
 
 
 @pytest.fixture
@@ -38,3 +41,36 @@ def test_tiktoken_encodes_with_networking_disabled(no_network):
 
 def test_special_token_text_in_scraped_pages_is_counted_as_plain_text():
     assert tokens.count_tokens("a <|endoftext|> b") > 3
+
+
+def test_a_fence_closes_only_on_the_same_character_at_least_as_long():
+    lines = ["````", "```", "still code", "````", "prose", "~~~", "```", "~~~"]
+
+    flags = [code for _, code in fenced(lines)]
+
+    assert flags == [True, True, True, True, False, True, True, True]
+
+
+def test_stripping_and_chunking_agree_on_what_is_code():
+    markdown = (
+        "# Page\n\nIntro paragraph long enough to count.\n\n````\n```\n"
+        "## Not a heading\nboilerplate line inside code\n````\n\nAfter the code."
+    )
+
+    chunks = chunk_markdown(markdown, title="Page")
+    kept = strip(
+        markdown,
+        common={shape_hash(line_shape("boilerplate line inside code"))},
+        patterns=[],
+    )
+
+    assert [c.heading for c in chunks] == ["Page"]
+    assert "boilerplate line inside code" in kept
+
+
+def test_sentences_split_where_a_new_sentence_starts():
+    assert sentences("It works. Then e.g. this. 3 more") == [
+        "It works.",
+        "Then e.g. this.",
+        "3 more",
+    ]

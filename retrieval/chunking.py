@@ -13,28 +13,28 @@ link targets and permalink symbols, which cost tokens and carry no meaning.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from ingest.tokens import count_tokens
+from kbsite.text import (
+    FENCE,
+    HEADING,
+    SENTENCE_END,
+    clean_inline,
+    count_tokens,
+    fenced,
+    sentences,
+    sha256_hex,
+)
 
 MAX_TOKENS = 700
 OVERLAP_TOKENS = 60
 SEPARATOR = " › "
-HEADING = re.compile(r"^(#{1,3})[ \t]+(.+?)[ \t]*#*[ \t]*$")
-FENCE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
+# Sections start at H1–H3; deeper headings stay inside their section.
+SECTION_LEVELS = 3
 TABLE_ROW = re.compile(r"^\s*\|")
 LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s")
-SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9`\"'(\[])")
-
-IMAGE = re.compile(r"!\[([^\]]*)\]\([^)]*\)")
-LINK = re.compile(r"\[([^\]]*)\]\((?:[^()\s]|\([^)]*\))*(?:\s+\"[^\"]*\")?\)")
-REFERENCE_LINK = re.compile(r"\[([^\]]+)\]\[[^\]]*\]")
-LINK_DEFINITION = re.compile(r"^\s*\[[^\]]+\]:\s+\S+.*$", re.MULTILINE)
-AUTOLINK = re.compile(r"<(https?://[^>\s]+)>")
-PERMALINK = re.compile(r"[ \t]*¶|[ \t]*§(?=\s*$)|[ \t]+#(?=\s*$)", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,7 @@ def chunk_markdown(markdown: str, *, title: str = "") -> list[ChunkDraft]:
                     heading=heading,
                     text=text,
                     embed_text=embed_text,
-                    embed_hash=text_hash(embed_text),
+                    embed_hash=sha256_hex(embed_text),
                     token_count=count_tokens(embed_text),
                 )
             )
@@ -89,33 +89,13 @@ def embed_texts(drafts: list[ChunkDraft]) -> dict[str, str]:
     return {draft.embed_hash: draft.embed_text for draft in drafts}
 
 
-def text_hash(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def clean_inline(text: str) -> str:
-    """Markdown without link targets, images' sources or permalink symbols."""
-    text = IMAGE.sub(r"\1", text)
-    text = LINK.sub(r"\1", text)
-    text = REFERENCE_LINK.sub(r"\1", text)
-    text = LINK_DEFINITION.sub("", text)
-    text = AUTOLINK.sub(r"\1", text)
-    return PERMALINK.sub("", text).strip()
-
-
 def _sections(markdown: str) -> Iterator[_Section]:
     """Sections by H1–H3; a heading with no text of its own lives on in the path."""
     path: list[str] = []
     current = _Section(path=[], lines=[])
-    fence = ""
-    for line in markdown.split("\n"):
-        opener = FENCE.match(line)
-        if fence:
-            if _closes(opener, fence):
-                fence = ""
-        elif opener:
-            fence = opener.group(1)
-        elif match := HEADING.match(line):
+    for line, code in fenced(markdown.split("\n")):
+        match = None if code else HEADING.match(line)
+        if match and len(match.group(1)) <= SECTION_LEVELS:
             if _has_body(current):
                 yield current
             level = len(match.group(1))
@@ -132,28 +112,12 @@ def _has_body(section: _Section) -> bool:
     return any(line.strip() for line in body)
 
 
-def _closes(opener: re.Match | None, fence: str) -> bool:
-    return bool(
-        opener and opener.group(1)[0] == fence[0] and len(opener.group(1)) >= len(fence)
-    )
-
-
 def _blocks(lines: list[str]) -> list[str]:
     """Blank-line separated blocks; a fenced block is one block, blank lines and all."""
     blocks: list[str] = []
     current: list[str] = []
-    fence = ""
-    for line in lines:
-        opener = FENCE.match(line)
-        if fence:
-            current.append(line)
-            if _closes(opener, fence):
-                fence = ""
-            continue
-        if opener:
-            fence = opener.group(1)
-            current.append(line)
-        elif line.strip():
+    for line, code in fenced(lines):
+        if code or line.strip():
             current.append(line)
         elif current:
             blocks.append("\n".join(current))
@@ -184,7 +148,7 @@ def _split_block(block: str) -> list[str]:
             else:
                 items.append(line)
         return items
-    return [s for s in SENTENCE_END.split(block) if s.strip()]
+    return sentences(block)
 
 
 def _pieces(blocks: list[str]) -> Iterator[tuple[str, int, bool, str]]:

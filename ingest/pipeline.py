@@ -1,0 +1,65 @@
+"""Steps the delivery job and re-derivation share: a source's content rules applied
+to a body, chunks embedded and paid for, the page locked for its swap."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db.models import F
+
+from ingest.content import Content, content_derive
+from ingest.extract import EXTRACTOR_VERSION
+from ingest.models import Delivery
+from retrieval.chunking import ChunkDraft, chunk_markdown, embed_texts
+from retrieval.services import EmbedReport, embeddings_ensure
+from retrieval.spaces import ingest_embedders
+from sources.models import Page, Source
+from sources.services import page_shapes_record
+
+
+def source_content(*, source: Source, raw: bytes, content_type: str) -> Content:
+    """The body read under the source's rules. Raises ``wire.DeliveryError`` for an
+    unreadable body, ``EmptyContent`` for an empty page."""
+    return content_derive(
+        raw=raw,
+        content_type=content_type,
+        selector=source.content_selector,
+        common=set(source.common_shapes),
+        patterns=source.boilerplate_regexes,
+        limit=settings.WEBHOOK_MAX_BODY_BYTES,
+    )
+
+
+def content_embed(
+    *, content: Content, page: Page, delivery: Delivery | None = None
+) -> tuple[list[ChunkDraft], EmbedReport]:
+    """Chunk the content and embed the chunk texts new to the index's spaces.
+
+    The spend is recorded at once: tokens are paid for even if the swap never comes.
+    """
+    drafts = chunk_markdown(content.markdown, title=content.title)
+    texts = embed_texts(drafts)
+    reports = [embeddings_ensure(texts=texts, embedder=e) for e in ingest_embedders()]
+    report = EmbedReport.total(reports)
+    if report.requests:
+        if delivery is not None:
+            Delivery.objects.filter(pk=delivery.pk).update(
+                embedding_requests=F("embedding_requests") + report.requests,
+                embedding_tokens=F("embedding_tokens") + report.tokens,
+            )
+        Page.objects.filter(pk=page.pk).update(
+            embedding_tokens=F("embedding_tokens") + report.tokens
+        )
+    return drafts, report
+
+
+def page_keep_body(*, page: Page, content: Content) -> None:
+    """The page keeps the body it was derived from, and counts its line shapes.
+    Call inside the transaction that saves the page."""
+    page_shapes_record(page=page, shapes=content.shapes)
+    page.raw_body = content.raw_body
+    page.raw_content_type = content.content_type
+    page.extractor_version = EXTRACTOR_VERSION
+
+
+def page_lock(page: Page) -> Page:
+    return Page.objects.select_for_update().select_related("source").get(pk=page.pk)

@@ -1,0 +1,250 @@
+"""The delivery job: one delivery, one change to the index, in the decision order
+of the product (gone, failed, redirected, unchanged, changed).
+
+Safe to run again after a crash, or twice at once: every change to a page happens
+under its row lock, and only while the delivery is still this run's to finish.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from ingest import wire
+from ingest.content import Content, EmptyContent
+from ingest.models import Delivery
+from ingest.pipeline import content_embed, page_keep_body, page_lock, source_content
+from ingest.queueing import delivery_retry_later
+from ingest.rederive import source_boilerplate_catch_up
+from retrieval.services import page_chunks_replace
+from sources.models import Page, PageVersion, Push
+from sources.scope import source_covers, source_for_url
+from sources.services import page_shapes_record
+
+logger = logging.getLogger(__name__)
+
+GONE_STATUSES = {404, 410}
+Outcome = Delivery.Outcome
+
+
+class Skip(Exception):
+    """The delivery ends here with this outcome; the page may record a failure."""
+
+    def __init__(
+        self, outcome: Outcome, reason: str, *, page_failure: bool = False
+    ) -> None:
+        super().__init__(reason)
+        self.outcome = outcome
+        self.page_failure = page_failure
+
+
+def delivery_process(*, delivery_id: int) -> Outcome | Delivery.State | None:
+    """Run one delivery to its outcome. Returns the outcome; or the state it was left
+    in when it will be retried (queued) or was given up (failed); or None if it was
+    not this run's to take."""
+    delivery = Delivery.objects.select_related("push").filter(pk=delivery_id).first()
+    if delivery is None or not delivery.mark_claimed(at=timezone.now()):
+        return None
+    if delivery.attempts > settings.DELIVERY_MAX_ATTEMPTS:
+        # Every run so far was cut short (a worker killed mid-job, again and again).
+        delivery.mark_failed(error="no attempts left: no run of it ever finished")
+        return Delivery.State.FAILED
+    try:
+        outcome = _process(delivery)
+    except Exception as exc:  # anything unexpected is retried, then shown as failed
+        logger.exception("delivery %s (rid %s) failed", delivery.pk, delivery.rid)
+        return delivery_retry_later(delivery=delivery, exc=exc)
+    logger.info("delivery %s (rid %s): %s", delivery.pk, delivery.rid, outcome)
+    return outcome
+
+
+def _process(delivery: Delivery) -> Outcome:
+    page, pushed = _resolve_page(delivery)
+    if page is None:
+        return _finish(delivery, None, Outcome.REJECTED, "no source covers this URL")
+    if not source_covers(page.source, delivery.url):
+        note = f"out of the scope of source {page.source} (its deny or allow patterns)"
+        return _finish(delivery, None, Outcome.REJECTED, note)
+    source_boilerplate_catch_up(source=page.source)
+    try:
+        if delivery.original_status in GONE_STATUSES:
+            return _apply_gone(delivery, page)
+        _check_crawl_succeeded(delivery)
+        content = _content(delivery, page)
+        return _apply_content(delivery, page, pushed, content)
+    except Skip as skip:
+        return _apply_skip(delivery, page, skip)
+
+
+def _resolve_page(delivery: Delivery) -> tuple[Page | None, Page | None]:
+    """The page this delivery is for, and the page that was pushed if it redirected."""
+    pushed = delivery.push.page if delivery.push is not None else None
+    if pushed is not None and pushed.url == delivery.url:
+        return pushed, None
+    page = Page.objects.filter(url=delivery.url).select_related("source").first()
+    if page is not None:
+        return page, pushed
+    source = source_for_url(delivery.url)
+    if source is None:
+        return None, None
+    page, _ = Page.objects.get_or_create(url=delivery.url, defaults={"source": source})
+    return page, pushed
+
+
+def _check_crawl_succeeded(delivery: Delivery) -> None:
+    crawler, site = delivery.crawler_status, delivery.original_status
+    if crawler is not None and crawler != 200:
+        raise Skip(Outcome.SKIPPED, f"crawler status {crawler}", page_failure=True)
+    if site is not None and site >= 400:
+        raise Skip(Outcome.SKIPPED, f"site status {site}", page_failure=True)
+
+
+def _content(delivery: Delivery, page: Page) -> Content:
+    try:
+        return source_content(
+            source=page.source,
+            raw=bytes(delivery.body or b""),
+            content_type=delivery.content_type,
+        )
+    except wire.DeliveryError as exc:
+        raise Skip(Outcome.REJECTED, str(exc)) from None
+    except EmptyContent as exc:
+        raise Skip(Outcome.SKIPPED, str(exc), page_failure=True) from None
+
+
+def _apply_content(
+    delivery: Delivery, page: Page, pushed: Page | None, content: Content
+) -> Outcome:
+    if page.is_live and page.content_hash == content.digest:
+        return _apply_unchanged(delivery, page, pushed, content)
+    drafts, report = content_embed(content=content, page=page, delivery=delivery)
+    with transaction.atomic():
+        locked = _lock_for(delivery, page)
+        if locked is None:
+            return Outcome.SKIPPED
+        if locked.is_live and locked.content_hash == content.digest:
+            return _verified(delivery, locked, pushed, content)
+        kind = (
+            PageVersion.Kind.RESTORED if locked.deleted_at else PageVersion.Kind.CHANGED
+        )
+        page_chunks_replace(page=locked, drafts=drafts)
+        page_keep_body(page=locked, content=content)
+        locked.mark_changed(
+            at=delivery.received_at,
+            crawled_at=delivery.crawled_at,
+            title=content.title,
+            markdown=content.markdown,
+            digest=content.digest,
+        )
+        locked.save()
+        delivery.version = PageVersion.objects.create(
+            page=locked,
+            kind=kind,
+            content_hash=content.digest,
+            markdown=content.markdown,
+        )
+        _redirect(pushed, locked, delivery)
+        note = f"{report.embedded} new chunk texts, {report.reused} reused"
+        return _finish(delivery, locked, Outcome.EMBEDDED, note)
+
+
+def _apply_unchanged(
+    delivery: Delivery, page: Page, pushed: Page | None, content: Content
+) -> Outcome:
+    with transaction.atomic():
+        locked = _lock_for(delivery, page)
+        if locked is None:
+            return Outcome.SKIPPED
+        return _verified(delivery, locked, pushed, content)
+
+
+def _verified(
+    delivery: Delivery, page: Page, pushed: Page | None, content: Content
+) -> Outcome:
+    page_keep_body(page=page, content=content)
+    page.mark_verified(at=delivery.received_at, crawled_at=delivery.crawled_at)
+    page.save()
+    _redirect(pushed, page, delivery)
+    return _finish(delivery, page, Outcome.UNCHANGED)
+
+
+def _apply_gone(delivery: Delivery, page: Page) -> Outcome:
+    with transaction.atomic():
+        locked = _lock_for(delivery, page)
+        if locked is None:
+            return Outcome.SKIPPED
+        if locked.status != Page.Status.GONE:
+            page_chunks_replace(page=locked, drafts=[])
+            page_shapes_record(page=locked, shapes={})
+            delivery.version = PageVersion.objects.create(
+                page=locked, kind=PageVersion.Kind.DELETED
+            )
+        locked.mark_gone(
+            at=delivery.received_at,
+            crawled_at=delivery.crawled_at,
+            original_status=delivery.original_status or 404,
+        )
+        locked.save()
+        return _finish(delivery, locked, Outcome.DELETED)
+
+
+def _apply_skip(delivery: Delivery, page: Page, skip: Skip) -> Outcome:
+    with transaction.atomic():
+        locked = page_lock(page)
+        if not _still_ours(delivery):
+            return _superseded(delivery, locked)
+        if skip.page_failure and not locked.is_newer_than(delivery.crawled_at):
+            locked.mark_failed(
+                at=delivery.received_at,
+                error=str(skip),
+                original_status=delivery.original_status,
+            )
+            locked.save()
+        return _finish(delivery, locked, skip.outcome, str(skip))
+
+
+def _redirect(pushed: Page | None, page: Page, delivery: Delivery) -> None:
+    """The pushed URL now leads to ``page``: it leaves search and points there."""
+    if pushed is None or pushed.pk == page.pk:
+        return
+    locked = page_lock(pushed)
+    page_chunks_replace(page=locked, drafts=[])
+    locked.mark_redirected(
+        to=page, at=delivery.received_at, crawled_at=delivery.crawled_at
+    )
+    locked.final_url = page.url
+    locked.save()
+
+
+def _lock_for(delivery: Delivery, page: Page) -> Page | None:
+    """The page, locked, if this delivery may still change it; else the delivery is
+    finished as superseded (another run finished it, or a newer crawl is shown)."""
+    locked = page_lock(page)
+    if not _still_ours(delivery) or locked.is_newer_than(delivery.crawled_at):
+        _superseded(delivery, locked)
+        return None
+    return locked
+
+
+def _still_ours(delivery: Delivery) -> bool:
+    """True unless another run of this delivery already finished it."""
+    state = Delivery.objects.select_for_update().values_list("state", flat=True)
+    return state.get(pk=delivery.pk) == Delivery.State.PROCESSING
+
+
+def _superseded(delivery: Delivery, page: Page) -> Outcome:
+    return _finish(
+        delivery, page, Outcome.SKIPPED, "superseded: the page shows a newer crawl"
+    )
+
+
+def _finish(
+    delivery: Delivery, page: Page | None, outcome: Outcome, note: str = ""
+) -> Outcome:
+    delivery.mark_done(outcome=outcome, note=note, page_id=page.pk if page else None)
+    if delivery.push_id:
+        Push.objects.filter(pk=delivery.push_id).update(delivered_at=timezone.now())
+    return outcome

@@ -1,0 +1,137 @@
+"""Getting each delivery's job onto the queue, and back onto it: on arrival, on
+retry, on an editor's re-queue, and when a job was lost."""
+
+from __future__ import annotations
+
+import logging
+import traceback
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.utils import timezone
+from django_q.brokers import get_broker
+from django_q.models import OrmQ, Schedule
+from django_q.tasks import async_task, schedule
+
+from ingest import wire
+from ingest.models import Delivery
+from sources.models import Push
+
+logger = logging.getLogger(__name__)
+
+TASK = "ingest.tasks.delivery_process_task"
+
+
+def delivery_receive(
+    *, parsed: wire.ParsedDelivery, raw: bytes, content_type: str
+) -> tuple[int, bool]:
+    """Store a delivery and queue its job in one transaction, once per rid: the
+    delivery's id, and whether it was new.
+
+    With the ORM broker the job row is written by the same transaction as the
+    delivery: both are kept or neither is. A repeated rid is claimed by
+    ``ON CONFLICT DO NOTHING``: no failed INSERT, so no body in the database's log.
+    """
+    now = timezone.now()
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"INSERT INTO {Delivery._meta.db_table} (rid, url, original_status, "
+                "crawler_status, content_type, body, body_bytes, received_at, "
+                "queued_at, state, attempts, embedding_requests, embedding_tokens, "
+                "outcome, error, push_id) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, 0, 0, 0, '', '', "
+                f"(SELECT id FROM {Push._meta.db_table} WHERE rid = %s)) "
+                "ON CONFLICT (rid) DO NOTHING RETURNING id",
+                [
+                    parsed.rid,
+                    parsed.url,
+                    parsed.original_status,
+                    parsed.crawler_status,
+                    content_type[:200],
+                    raw,
+                    len(raw),
+                    now,
+                    now,
+                    Delivery.State.QUEUED,
+                    parsed.rid,
+                ],
+            )
+            row = cursor.fetchone()
+        if row is not None:
+            delivery_enqueue(delivery_id=row[0], rid=parsed.rid)
+            return row[0], True
+    existing = Delivery.objects.filter(rid=parsed.rid).values_list("pk", flat=True)
+    return existing.get(), False
+
+
+def delivery_enqueue(*, delivery_id: int, rid: str) -> None:
+    async_task(TASK, delivery_id, task_name=f"delivery {delivery_id} ({rid})")
+
+
+def delivery_requeue(*, delivery: Delivery) -> bool:
+    """Put a failed (or stuck) delivery back on the queue, with fresh attempts."""
+    with transaction.atomic():
+        if not delivery.mark_requeued():
+            return False
+        delivery_enqueue(delivery_id=delivery.pk, rid=delivery.rid)
+    return True
+
+
+def delivery_retry_later(*, delivery: Delivery, exc: Exception) -> Delivery.State:
+    """After an error: queued again after a backoff (DELIVERY_RETRY_SECONDS, ×4 per
+    attempt), or failed once DELIVERY_MAX_ATTEMPTS attempts are spent."""
+    error = "".join(traceback.format_exception_only(exc)).strip()[:2000]
+    if delivery.attempts >= settings.DELIVERY_MAX_ATTEMPTS:
+        delivery.mark_failed(error=error)
+        return Delivery.State.FAILED
+    delay = timedelta(
+        seconds=settings.DELIVERY_RETRY_SECONDS * 4 ** (delivery.attempts - 1)
+    )
+    at = timezone.now() + delay
+    with transaction.atomic():
+        delivery.mark_retry(error=error, at=at)
+        if delay:
+            schedule(
+                TASK,
+                delivery.pk,
+                name=f"retry delivery {delivery.pk} #{delivery.attempts}",
+                schedule_type=Schedule.ONCE,
+                next_run=at,
+            )
+        else:
+            delivery_enqueue(delivery_id=delivery.pk, rid=delivery.rid)
+    return Delivery.State.QUEUED
+
+
+def deliveries_requeue_stalled() -> int:
+    """Queue again every delivery whose job is gone (for example a job that failed
+    while the database restarted, before it could record anything), so that each
+    acknowledged delivery reaches an outcome. Returns how many were queued again;
+    those out of attempts are marked failed instead."""
+    queued = _queued_delivery_ids()
+    now = timezone.now()
+    requeued = 0
+    for delivery in Delivery.objects.stalled(now=now).exclude(pk__in=queued):
+        if delivery.attempts >= settings.DELIVERY_MAX_ATTEMPTS:
+            delivery.mark_failed(error="its job was lost and no attempts are left")
+            continue
+        with transaction.atomic():
+            if delivery.mark_requeued_stalled():
+                delivery_enqueue(delivery_id=delivery.pk, rid=delivery.rid)
+                requeued += 1
+    if requeued:
+        logger.warning("queued %d stalled deliveries again", requeued)
+    return requeued
+
+
+def _queued_delivery_ids() -> set[int]:
+    """Deliveries with a job on the queue: waiting, or taken by a worker that may
+    still finish it (or that the queue will offer again after Q_RETRY)."""
+    ids: set[int] = set()
+    for job in OrmQ.objects.filter(key=get_broker().list_key).iterator():
+        task = job.task
+        if isinstance(task, dict) and task.get("func") == TASK and task.get("args"):
+            ids.add(task["args"][0])
+    return ids

@@ -1,0 +1,78 @@
+"""Deriving pages again from their stored bodies when the rules that read them
+change (the boilerplate learned for their source), without crawling."""
+
+from __future__ import annotations
+
+from django.db import transaction
+from django_q.tasks import async_task
+
+from ingest import wire
+from ingest.content import EmptyContent
+from ingest.extract import EXTRACTOR_VERSION
+from ingest.pipeline import content_embed, page_lock, source_content
+from retrieval.services import page_chunks_replace
+from sources.models import Page, PageVersion, Source
+from sources.services import source_boilerplate_refresh
+
+TASK = "ingest.tasks.source_pages_rederive_task"
+
+
+def source_boilerplate_catch_up(*, source: Source) -> bool:
+    """Bring the source's stripped lines up to date with its counts; when they
+    moved, queue the re-derivation of the pages they touch. True if they moved."""
+    moved = source_boilerplate_refresh(source=source)
+    if moved:
+        async_task(TASK, source.pk, sorted(moved), task_name=f"rederive {source}")
+    return bool(moved)
+
+
+def sources_boilerplate_refresh() -> int:
+    """For every source, catch up with its counts (pages may stop arriving before a
+    shape crosses the line); returns how many sources had pages to derive again."""
+    return sum(
+        source_boilerplate_catch_up(source=source) for source in Source.objects.all()
+    )
+
+
+def source_pages_rederive(*, source: Source, shapes: list[int]) -> int:
+    """Derive again the live pages carrying these shapes; returns how many changed."""
+    pages = source.pages.filter(status=Page.Status.LIVE, line_shapes__overlap=shapes)
+    changed = 0
+    for page in pages.exclude(raw_body=None).select_related("source").iterator():
+        changed += page_rederive(page=page)
+    return changed
+
+
+def page_rederive(*, page: Page) -> bool:
+    """New Markdown and chunks from the page's stored body, under the source's current
+    rules; only chunk texts new to the index are embedded. False if nothing changed
+    (or a newer delivery got there first)."""
+    seen = page.last_crawled_at
+    try:
+        content = source_content(
+            source=page.source,
+            raw=bytes(page.raw_body or b""),
+            content_type=page.raw_content_type,
+        )
+    except (wire.DeliveryError, EmptyContent):
+        return False
+    if content.digest == page.content_hash:
+        return False
+    drafts, _ = content_embed(content=content, page=page)
+    with transaction.atomic():
+        locked = page_lock(page)
+        if locked.last_crawled_at != seen or not locked.is_live:
+            return False
+        page_chunks_replace(page=locked, drafts=drafts)
+        locked.mark_rederived(
+            title=content.title, markdown=content.markdown, digest=content.digest
+        )
+        locked.extractor_version = EXTRACTOR_VERSION
+        locked.save()
+        PageVersion.objects.create(
+            page=locked,
+            kind=PageVersion.Kind.CHANGED,
+            content_hash=content.digest,
+            markdown=content.markdown,
+        )
+    return True
