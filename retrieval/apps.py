@@ -7,12 +7,16 @@ from django.db.models.signals import post_migrate
 def _ensure_active_index(sender: AppConfig, **kwargs) -> None:
     """The configured space is registered (serving, if it is the first) with its
     index, and the serving space keeps its index."""
-    from retrieval.embeddings import get_embedder
-    from retrieval.spaces import embedding_index_ensure, space_register, space_serving
+    from retrieval.spaces import (
+        configured_space_register,
+        embedding_index_ensure,
+        space_serving,
+    )
 
-    space_register(get_embedder())
+    configured_space_register()
     serving = space_serving()
-    embedding_index_ensure(space=serving.name, dimensions=serving.dimensions)
+    if serving is not None:
+        embedding_index_ensure(space=serving.name, dimensions=serving.dimensions)
 
 
 class RetrievalConfig(AppConfig):

@@ -35,7 +35,7 @@ class Progress:
 
 def index_rebuild(*, target: Embedder, keep_old: bool = False) -> Iterator[Progress]:
     """Yield progress after each page, then once more after the switch."""
-    space = space_register(target)
+    space = space_register(name=target.space, dimensions=target.dimensions)
     pages = Page.objects.filter(status=Page.Status.LIVE).order_by("pk")
     progress = Progress(pages_total=pages.count())
     waiting: list[int] = []

@@ -1,10 +1,13 @@
 from __future__ import annotations
 
+import operator
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import reduce
 
 from django.db import connection
+from django.db.models import Q
 from django.utils import timezone
 
 from kbsite.text import clean_inline, count_tokens
@@ -193,13 +196,14 @@ def question_answer(
     started = time.perf_counter()
     result = chunks_search(query=question, user=user, k=k, filters=filters)
     citations = _one_per_page(result.hits)
+    following = _following_chunks([c.chunk for c in citations])
     passages = [
         Passage(
             number=number,
             title=c.page.title,
             url=c.page.url,
             heading=c.chunk.heading,
-            text=_with_neighbour(c.chunk),
+            text=_with_neighbour(c.chunk, following),
         )
         for number, c in enumerate(citations, start=1)
     ]
@@ -224,16 +228,24 @@ def _one_per_page(hits: list[Hit]) -> list[Citation]:
     return citations
 
 
-def _with_neighbour(chunk: Chunk) -> str:
+def _following_chunks(chunks: list[Chunk]) -> dict[tuple[int, int], Chunk]:
+    """The chunk after each of these on its page, in one query, by (page, position)."""
+    if not chunks:
+        return {}
+    wanted = reduce(
+        operator.or_,
+        (Q(page_id=c.page_id, position=c.position + 1) for c in chunks),
+    )
+    rows = Chunk.objects.filter(wanted).only("page_id", "position", "text", "heading")
+    return {(row.page_id, row.position): row for row in rows}
+
+
+def _with_neighbour(chunk: Chunk, following: dict[tuple[int, int], Chunk]) -> str:
     """The chunk and, when the section goes on, the next chunk of that section, so
     that a procedure cut in two reaches the answer whole."""
-    following = (
-        Chunk.objects.filter(page_id=chunk.page_id, position=chunk.position + 1)
-        .only("text", "heading")
-        .first()
-    )
-    if following is not None and following.heading == chunk.heading:
-        return f"{chunk.text}\n\n{following.text}"
+    after = following.get((chunk.page_id, chunk.position + 1))
+    if after is not None and after.heading == chunk.heading:
+        return f"{chunk.text}\n\n{after.text}"
     return chunk.text
 
 

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import hashlib
 
+from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 from psycopg import sql
 
-from retrieval.embeddings import Embedder, cached_embedder, get_embedder
+from retrieval.embeddings import Embedder, cached_embedder, get_embedder, space_name
 from retrieval.models import Embedding, EmbeddingSpace
 
 
@@ -49,9 +50,10 @@ def embedding_index_drop(*, space: str) -> None:
         )
 
 
-def space_register(embedder: Embedder) -> EmbeddingSpace:
-    """The row for this embedder's space, with its HNSW index. The first space ever
-    registered serves at once; later ones start out building."""
+def space_register(*, name: str, dimensions: int) -> EmbeddingSpace:
+    """The row for this space, with its HNSW index. The first space ever registered
+    serves at once; later ones start out building. Runs DDL: called by ``migrate``,
+    ``reembed`` and, once per new space, by ingest; never by a search."""
     with transaction.atomic():
         serving = EmbeddingSpace.objects.select_for_update().filter(
             state=EmbeddingSpace.State.SERVING
@@ -61,13 +63,13 @@ def space_register(embedder: Embedder) -> EmbeddingSpace:
             if serving.exists()
             else EmbeddingSpace.State.SERVING
         )
-        backend, model, _ = embedder.space.split("/", 2)
+        backend, model, _ = name.split("/", 2)
         space, _ = EmbeddingSpace.objects.get_or_create(
-            name=embedder.space,
+            name=name,
             defaults={
                 "backend": backend,
                 "model": model,
-                "dimensions": embedder.dimensions,
+                "dimensions": dimensions,
                 "state": state,
             },
         )
@@ -75,28 +77,50 @@ def space_register(embedder: Embedder) -> EmbeddingSpace:
     return space
 
 
-def space_serving() -> EmbeddingSpace:
-    space = EmbeddingSpace.objects.filter(state=EmbeddingSpace.State.SERVING).first()
-    return space or space_register(get_embedder())
+def configured_space_register() -> EmbeddingSpace:
+    """Register the space the settings name (without loading its model)."""
+    name = space_name(
+        settings.EMBEDDING_BACKEND,
+        settings.EMBEDDING_MODEL,
+        settings.EMBEDDING_DIMENSIONS,
+    )
+    return space_register(name=name, dimensions=settings.EMBEDDING_DIMENSIONS)
 
 
-def serving_embedder() -> Embedder:
-    """The embedder of the space that answers queries."""
-    space = space_serving()
+def space_serving() -> EmbeddingSpace | None:
+    return EmbeddingSpace.objects.filter(state=EmbeddingSpace.State.SERVING).first()
+
+
+def _embedder_for(space: EmbeddingSpace) -> Embedder:
     configured = get_embedder()
     if space.name == configured.space:
         return configured
     return cached_embedder(space.backend, space.model, space.dimensions)
 
 
+def serving_embedder() -> Embedder:
+    """The embedder of the space that answers queries; the configured one while the
+    index has no space yet (it is empty then, and a search writes nothing)."""
+    space = space_serving()
+    return get_embedder() if space is None else _embedder_for(space)
+
+
 def ingest_embedders() -> list[Embedder]:
     """The serving space, and the configured one while it is not yet serving: new
-    text lands in both, so neither is missing anything when the switch comes."""
-    serving, configured = serving_embedder(), get_embedder()
-    if configured.space == serving.space:
-        return [serving]
-    space_register(configured)
-    return [serving, configured]
+    text lands in both, so neither is missing anything when the switch comes. A
+    space seen for the first time is registered, once."""
+    configured = get_embedder()
+    known = {space.name: space for space in EmbeddingSpace.objects.all()}
+    if configured.space not in known:
+        known[configured.space] = space_register(
+            name=configured.space, dimensions=configured.dimensions
+        )
+    serving = next(
+        (s for s in known.values() if s.state == EmbeddingSpace.State.SERVING), None
+    )
+    if serving is None or serving.name == configured.space:
+        return [configured]
+    return [_embedder_for(serving), configured]
 
 
 def space_switch(*, to: EmbeddingSpace, keep_old: bool) -> EmbeddingSpace | None:

@@ -47,7 +47,9 @@ class IncrementalTests(IngestWorld):
             )
         )
         # The fake's space serves, as if the site had always run on it.
-        space_switch(to=space_register(get_embedder()), keep_old=True)
+        embedder = get_embedder()
+        space = space_register(name=embedder.space, dimensions=embedder.dimensions)
+        space_switch(to=space, keep_old=True)
         # Other pages of the site teach it its menu and footer lines.
         self.others = [
             f"{SITE}/other{n}/" for n in range(settings.BOILERPLATE_MIN_PAGES)

@@ -236,7 +236,9 @@ class ProviderFailureTests(IngestWorld):
                 OPENAI_MAX_RETRIES=0,
             )
         )
-        space_switch(to=space_register(get_embedder()), keep_old=True)
+        embedder = get_embedder()
+        space = space_register(name=embedder.space, dimensions=embedder.dimensions)
+        space_switch(to=space, keep_old=True)
         self.ingest()
 
     def test_provider_errors_are_retried_and_old_chunks_keep_serving(self):

@@ -267,9 +267,12 @@ class NeighbourContextTests(HarborWorld):
         )
         assert len(chunks) > 1 and len({c.heading for c in chunks}) == 1
 
-        from retrieval.services import _with_neighbour
+        from retrieval.services import _following_chunks, _with_neighbour
 
-        passage = _with_neighbour(chunks[0])
+        with self.assertNumQueries(1):
+            following = _following_chunks([chunks[0], chunks[-1]])
 
+        passage = _with_neighbour(chunks[0], following)
         assert passage == f"{chunks[0].text}\n\n{chunks[1].text}"
-        assert _with_neighbour(chunks[-1]) == chunks[-1].text, "nothing follows"
+        last = _with_neighbour(chunks[-1], following)
+        assert last == chunks[-1].text, "nothing follows"

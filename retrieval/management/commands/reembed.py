@@ -6,7 +6,7 @@ from django.core.management.base import BaseCommand
 
 from kbsite.progress import ProgressBar
 from retrieval.embeddings import get_embedder
-from retrieval.reembed import index_rebuild
+from retrieval.reembed import Progress, index_rebuild
 from retrieval.spaces import space_serving
 
 
@@ -28,9 +28,10 @@ class Command(BaseCommand):
     def handle(self, *args, keep_old: bool, **options) -> None:
         target = get_embedder()
         serving = space_serving()
-        self.stdout.write(f"serving: {serving.name}; target: {target.space}")
+        current = serving.name if serving else "none yet"
+        self.stdout.write(f"serving: {current}; target: {target.space}")
         bar = ProgressBar(self.stderr, label="pages")
-        progress = None
+        progress = Progress(pages_total=0)
         for progress in index_rebuild(target=target, keep_old=keep_old):
             bar.update(progress.pages_done, progress.pages_total)
         bar.close()
