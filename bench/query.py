@@ -200,6 +200,7 @@ def quality(args) -> None:
     from retrieval.embeddings import get_embedder
     from retrieval.evaluation import floor_suggest, golden_load, golden_run, metrics
     from retrieval.reembed import index_rebuild
+    from retrieval.search import SearchMode
     from sources.models import Source
 
     Source.objects.create(name="PostgreSQL 15 manual", seed_urls=BASE_URL)
@@ -225,7 +226,7 @@ def quality(args) -> None:
             )
             floor, right = floor_suggest(golden, k=5)
             print(f"  suggested RELEVANCE_FLOOR {floor} decides {right:.0%} right")
-            for mode in ["vector", "keyword", "hybrid"]:
+            for mode in [SearchMode.VECTOR, SearchMode.KEYWORD, SearchMode.HYBRID]:
                 m = metrics([golden_run(g, k=5, mode=mode) for g in golden])
                 print(
                     f"  {mode:>7}: recall@1 {m['recall@1']:.3f}  recall@5 "

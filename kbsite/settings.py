@@ -224,14 +224,23 @@ if CHAT_MODEL and not OPENAI_API_KEY:
     raise ImproperlyConfigured(f"CHAT_MODEL={CHAT_MODEL!r} needs OPENAI_API_KEY")
 
 # -- Background jobs (django-q2, ORM broker on the same PostgreSQL) ------------
+Q_TIMEOUT = env_int("Q_TIMEOUT", 300, minimum=1)
+# A job not acknowledged by then (its worker died) goes back on the queue.
+Q_RETRY = env_int("Q_RETRY", Q_TIMEOUT + 60, minimum=2)
+if Q_RETRY <= Q_TIMEOUT:
+    raise ImproperlyConfigured(
+        f"Q_RETRY={Q_RETRY} must be greater than Q_TIMEOUT={Q_TIMEOUT}: a job still "
+        "running would be handed to a second worker"
+    )
 Q_CLUSTER = {
     "name": "kb",
     "orm": "default",
     "workers": env_int("Q_WORKERS", 2, minimum=1),
-    "timeout": env_int("Q_TIMEOUT", 300, minimum=1),
-    # A job not acknowledged by then (its worker died) goes back on the queue.
-    "retry": env_int("Q_RETRY", env_int("Q_TIMEOUT", 300, minimum=1) + 60, minimum=2),
-    "max_attempts": 5,
+    "timeout": Q_TIMEOUT,
+    "retry": Q_RETRY,
+    # One budget: the queue offers a job whose worker died once more than a
+    # delivery may be attempted, so the delivery's own count always decides.
+    "max_attempts": DELIVERY_MAX_ATTEMPTS + 1,
     "catch_up": False,
     # Successful jobs are not kept (each delivery records its own outcome); keeping
     # and trimming them cost two thirds of an unchanged recrawl's time. Failures are.

@@ -7,7 +7,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from retrieval.search import chunks_search
+from retrieval.search import SearchMode, chunks_search
 from retrieval.services import question_answer, search_run
 
 
@@ -47,14 +47,16 @@ def golden_load(path: Path) -> list[Golden]:
     return items
 
 
-def golden_run(golden: Golden, *, k: int, mode: str = "hybrid") -> Outcome:
+def golden_run(
+    golden: Golden, *, k: int, mode: SearchMode = SearchMode.HYBRID
+) -> Outcome:
     results = search_run(query=golden.question, user=None, k=k, mode=mode, log=False)
     urls = [citation.page.url for citation in results]
     rank = next(
         (i for i, url in enumerate(urls, 1) if url in golden.expected_urls), None
     )
     cited = cited_right = 0
-    if mode == "hybrid":
+    if mode == SearchMode.HYBRID:
         answer = question_answer(question=golden.question, user=None, k=k, log=False)
         cited = len(answer.citations)
         cited_right = sum(c.page.url in golden.expected_urls for c in answer.citations)

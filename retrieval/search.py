@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import timedelta
+from enum import StrEnum
 
 from django.conf import settings
 from django.db import connection, transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from retrieval.embeddings import Embedder
@@ -28,6 +30,12 @@ CANDIDATES = 100
 HNSW_EF_SEARCH = 400
 # Full-text matches ranked at most (see _keyword_hits).
 KEYWORD_RANKED = 2000
+
+
+class SearchMode(StrEnum):
+    HYBRID = "hybrid"
+    VECTOR = "vector"
+    KEYWORD = "keyword"
 
 
 @dataclass
@@ -64,19 +72,21 @@ def chunks_search(
     k: int,
     per_page: int | None = None,
     filters: SearchFilters = NO_FILTERS,
-    mode: str = "hybrid",
+    mode: SearchMode = SearchMode.HYBRID,
     embedder: Embedder | None = None,
 ) -> SearchResult:
-    """The ``k`` best chunks for ``query``; ``mode`` is hybrid, vector or keyword."""
+    """The ``k`` best chunks for ``query``: by vectors, keywords or both fused."""
     per_page = per_page or settings.SEARCH_CHUNKS_PER_PAGE
     candidates = _candidates(user, filters)
     vector_hits = (
         _vector_hits(query, candidates, embedder or serving_embedder())
-        if mode != "keyword"
+        if mode != SearchMode.KEYWORD
         else []
     )
     keyword_hits = (
-        _keyword_hits(query, candidates, vector_hits) if mode != "vector" else []
+        _keyword_hits(query, candidates, vector_hits)
+        if mode != SearchMode.VECTOR
+        else []
     )
     fused = _fuse(vector_hits, keyword_hits)
     hits = _with_full_rows(_diverse(fused, k=k, per_page=per_page))
@@ -126,11 +136,7 @@ def _vector_hits(query: str, candidates, embedder: Embedder) -> list[Hit]:
     with transaction.atomic():
         with connection.cursor() as cursor:
             cursor.execute("SET LOCAL hnsw.ef_search = %s", [HNSW_EF_SEARCH])
-        nearest = list(
-            Embedding.objects.nearest(
-                space=embedder.space, dimensions=embedder.dimensions, vector=vector
-            ).values_list("text_hash", "distance")[:CANDIDATES]
-        )
+        nearest = list(nearest_texts(embedder, vector))
     distance = dict(nearest)
     chunks = candidates.filter(embed_hash__in=distance)
     hits = [Hit(chunk=c, similarity=1.0 - distance[c.embed_hash]) for c in chunks]
@@ -138,6 +144,14 @@ def _vector_hits(query: str, candidates, embedder: Embedder) -> list[Hit]:
     for rank, hit in enumerate(hits, start=1):
         hit.vector_rank = rank
     return hits
+
+
+def nearest_texts(embedder: Embedder, vector: list[float]) -> QuerySet:
+    """(text hash, cosine distance) of the nearest vectors in the embedder's space,
+    through that space's HNSW index."""
+    return Embedding.objects.nearest(
+        space=embedder.space, dimensions=embedder.dimensions, vector=vector
+    ).values_list("text_hash", "distance")[:CANDIDATES]
 
 
 def _keyword_hits(query: str, candidates, vector_hits: list[Hit]) -> list[Hit]:

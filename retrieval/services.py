@@ -19,6 +19,7 @@ from retrieval.search import (
     NO_FILTERS,
     Hit,
     SearchFilters,
+    SearchMode,
     SearchResult,
     chunks_search,
 )
@@ -172,7 +173,7 @@ def search_run(
     user,
     k: int,
     filters: SearchFilters = NO_FILTERS,
-    mode: str = "hybrid",
+    mode: SearchMode = SearchMode.HYBRID,
     log: bool = True,
 ) -> list[Citation]:
     """Search results: the best chunk of each page, best first, logged."""

@@ -1,10 +1,11 @@
 from __future__ import annotations
 
-from django.db import connection
+from django.db import connection, transaction
 from django.test import TestCase
 
 from retrieval.embeddings import get_embedder
 from retrieval.models import Chunk, Embedding
+from retrieval.search import nearest_texts
 from retrieval.spaces import embedding_index_ensure, embedding_index_name
 from sources.models import Page, Source
 
@@ -61,18 +62,25 @@ class SchemaTests(TestCase):
         assert "UNIQUE" in definition
         assert "(space, text_hash)" in definition
 
-    def test_a_nearest_neighbour_query_uses_the_hnsw_index(self):
+    def test_the_query_search_runs_uses_the_hnsw_index(self):
         embedder = get_embedder()
-        probe = embedder.embed(["how do I install it"])[0]
+        texts = [
+            f"page {n} about topic {n % 7} and setting {n % 11}" for n in range(300)
+        ]
+        Embedding.objects.bulk_create(
+            Embedding(space=embedder.space, text_hash=f"{n:064x}", vector=vector)
+            for n, vector in enumerate(embedder.embed(texts))
+        )
         with connection.cursor() as cursor:
+            cursor.execute("ANALYZE retrieval_embedding")
+        probe = embedder.embed(["how do I install it"])[0]
+        with transaction.atomic(), connection.cursor() as cursor:
+            # A table this small is cheaper to scan and sort: ask whether the index
+            # can serve the query as written (same cast, same space filter, its
+            # order), not whether it pays at this size.
             cursor.execute("SET LOCAL enable_seqscan = off")
-            cursor.execute(
-                f"EXPLAIN SELECT id FROM retrieval_embedding WHERE space = %s "
-                f"ORDER BY vector::vector({embedder.dimensions}) <=> %s::vector "
-                "LIMIT 5",
-                [embedder.space, str(probe)],
-            )
-            plan = "\n".join(row[0] for row in cursor.fetchall())
+            cursor.execute("SET LOCAL enable_sort = off")
+            plan = nearest_texts(embedder, probe).explain()
 
         assert embedding_index_name(embedder.space) in plan
 

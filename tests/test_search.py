@@ -7,6 +7,7 @@ from io import StringIO
 from pathlib import Path
 from tempfile import TemporaryDirectory
 
+from django.conf import settings
 from django.contrib.auth.models import Group, User
 from django.core.management import call_command
 from django.core.management.base import CommandError
@@ -14,7 +15,7 @@ from django.test import override_settings
 
 from retrieval.answer import NO_EVIDENCE
 from retrieval.models import QueryLog
-from retrieval.search import SearchFilters, chunks_search
+from retrieval.search import SearchFilters, SearchMode, chunks_search
 from retrieval.services import question_answer, search_run
 from sources.models import Page, Source
 from tests.fakes.openai_api import FakeOpenAI
@@ -33,7 +34,7 @@ class HybridSearchTests(HarborWorld):
 
     def test_an_identifier_is_found_by_hybrid_search_where_vectors_alone_miss_it(self):
         vector = chunks_search(query="HARBOR_MAX_WORKERS", user=self.reader, k=5,
-                               mode="vector")  # fmt: skip
+                               mode=SearchMode.VECTOR)  # fmt: skip
         hybrid = search_run(query="HARBOR_MAX_WORKERS", user=self.reader, k=5)
 
         assert harbor_url("configuration") not in [
@@ -231,7 +232,7 @@ class EvaluateCommandTests(HarborWorld):
 
         line = out.getvalue().strip().splitlines()[-1]
         floor = float(line.split()[0].split("=")[1])
-        assert line.endswith("of abstentions right (now 0.16)")
+        assert line.endswith(f"of abstentions right (now {settings.RELEVANCE_FLOOR})")
         assert "decides 100%" in line
         assert 0.14 < floor < 0.2
 

@@ -32,6 +32,13 @@ def test_a_bad_embedding_backend_stops_start_up_with_a_message_naming_it():
     )
 
 
+def test_a_retry_delay_not_longer_than_the_job_timeout_is_refused_at_start_up():
+    result = run_check(Q_TIMEOUT="300", Q_RETRY="300")
+
+    assert result.returncode != 0
+    assert "Q_RETRY=300 must be greater than Q_TIMEOUT=300" in result.stderr
+
+
 def test_the_openai_backend_without_an_api_key_is_refused():
     result = run_check(EMBEDDING_BACKEND="openai", OPENAI_API_KEY="")
 

@@ -9,8 +9,10 @@ import subprocess
 import time
 
 import pytest
+from django_q.models import OrmQ, Schedule
 
 from ingest.models import Delivery
+from ingest.queueing import TASK as DELIVERY_TASK
 from retrieval.models import Chunk, Embedding
 from sources.models import PageVersion, Source
 from tests.conftest import PYTHON, ROOT, subprocess_env
@@ -101,7 +103,10 @@ def test_a_queued_delivery_is_processed_once_by_the_cluster(source):
         delivery = receive_delivery(rid="once-1")
         with worker_cluster(fake):
             wait_until(lambda: state_of(delivery) == Delivery.State.DONE, 60, "the job")
-            time.sleep(1)  # room for a second, wrong run to show itself
+            # Acknowledged: no copy of the job is left that the queue could offer
+            # again after Q_RETRY, and no retry is scheduled.
+            wait_until(lambda: not OrmQ.objects.exists(), 30, "the acknowledgement")
+            assert not Schedule.objects.filter(func=DELIVERY_TASK).exists()
 
     delivery.refresh_from_db()
     assert delivery.outcome == Delivery.Outcome.EMBEDDED

@@ -16,6 +16,7 @@ from retrieval.evaluation import (
     metrics,
     metrics_by_kind,
 )
+from retrieval.search import SearchMode
 
 FLOORS = [
     "recall@5",
@@ -39,8 +40,9 @@ class Command(BaseCommand):
         parser.add_argument("--k", type=int, default=5, help="Results per question.")
         parser.add_argument(
             "--mode",
-            choices=["hybrid", "vector", "keyword"],
-            default="hybrid",
+            type=SearchMode,
+            choices=list(SearchMode),
+            default=SearchMode.HYBRID,
             help="Retrieval to measure (citation precision needs hybrid).",
         )
         parser.add_argument("--json", action="store_true", help="Machine output.")
@@ -58,7 +60,7 @@ class Command(BaseCommand):
                 help=f"Exit with an error if {name} is below this.",
             )
 
-    def handle(self, *args, golden: Path, k: int, mode: str, **options) -> None:
+    def handle(self, *args, golden: Path, k: int, mode: SearchMode, **options) -> None:
         try:
             items = golden_load(golden)
         except (OSError, ValueError) as exc:
