@@ -27,6 +27,8 @@ run: migrate
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports
+	$(VENV)/bin/mypy
 	$(PY) manage.py makemigrations --check --dry-run
 	$(PY) manage.py check
 

@@ -43,7 +43,7 @@ def html_to_page(html: str, *, selector: str = "") -> tuple[str, str]:
     for anchor in main.css("a"):
         if anchor.text(strip=True) in PERMALINK_TEXTS:
             anchor.decompose()
-    markdown = html_to_markdown.convert(main.html or "", OPTIONS).content
+    markdown = html_to_markdown.convert(main.html or "", OPTIONS).content or ""
     return title or markdown_title(markdown), markdown
 
 

@@ -12,8 +12,7 @@ def stall_grace() -> timedelta:
     """How long after its last claim a delivery is surely abandoned: a job runs at
     most Q_TIMEOUT seconds, and one whose worker died is offered again Q_RETRY
     seconds after it started."""
-    cluster = settings.Q_CLUSTER
-    return timedelta(seconds=2 * (cluster["retry"] + cluster["timeout"]))
+    return timedelta(seconds=2 * (settings.Q_RETRY + settings.Q_TIMEOUT))
 
 
 class DeliveryQuerySet(models.QuerySet["Delivery"]):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import secrets
 from pathlib import Path
+from typing import Any
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
@@ -99,9 +100,12 @@ TEMPLATES = [
 # With DATABASE_URL unset, an embedded PostgreSQL 16 + pgvector (from the pgserver
 # wheel) is started on first connection, with its data under var/postgres/.
 DATABASE_URL = env_secret("DATABASE_URL")
+# Typed loosely: the embedded backend takes a key of its own, EMBEDDED_ROOT.
+DATABASES: dict[str, dict[str, Any]]
 if DATABASE_URL:
     try:
-        DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60)}
+        parsed = dj_database_url.parse(DATABASE_URL, conn_max_age=60)
+        DATABASES = {"default": dict(parsed)}
     except ValueError as exc:
         raise ImproperlyConfigured(f"DATABASE_URL cannot be parsed: {exc}") from exc
     if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":

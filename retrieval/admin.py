@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import admin
 from django.db.models import Func, IntegerField
 
@@ -34,7 +36,7 @@ class EmbeddingAdmin(ReadOnlyAdmin):
         )
 
     @admin.display(description="dimensions")
-    def dimensions(self, obj: Embedding) -> int:
+    def dimensions(self, obj: Any) -> int:
         return obj._dims
 
 

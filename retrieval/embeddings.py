@@ -9,9 +9,9 @@ from __future__ import annotations
 import hashlib
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import lru_cache
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
@@ -102,7 +102,7 @@ class OpenAIEmbedder:
         self.client = openai_client()
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        options = {}
+        options: dict[str, Any] = {}
         # Only the text-embedding-3 family can shorten its vectors on request.
         if self.model.startswith("text-embedding-3"):
             options["dimensions"] = self.dimensions
@@ -179,7 +179,7 @@ def _checked(vectors: list[list[float]], count: int, embedder: Embedder) -> list
     return vectors
 
 
-BACKENDS = {
+BACKENDS: dict[str, Callable[[str, int], Embedder]] = {
     "hashing": HashingEmbedder,
     "local": LocalEmbedder,
     "openai": OpenAIEmbedder,

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 from django.conf import settings
+from django.contrib.auth.base_user import AbstractBaseUser
+from django.contrib.auth.models import AnonymousUser, Group
 from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import (
@@ -21,17 +23,22 @@ from sources.models import Page, Source
 CHUNK_SEARCH_VECTOR = SearchVector("heading", "text", config="english")
 
 
-class ChunkQuerySet(models.QuerySet):
+# Who is asking: a user or an anonymous visitor from a request, or None for the
+# system itself (management commands), which sees everything.
+Caller = AbstractBaseUser | AnonymousUser | None
+
+
+class ChunkQuerySet(models.QuerySet["Chunk"]):
     def live(self) -> ChunkQuerySet:
         return self.filter(page__status=Page.Status.LIVE)
 
-    def visible_to(self, user) -> ChunkQuerySet:
-        """Chunks of sources open to everyone or to one of the user's groups.
-        ``None`` is the system itself (management commands): everything."""
-        if user is None or user.is_superuser:
+    def visible_to(self, user: Caller) -> ChunkQuerySet:
+        """Chunks of sources open to everyone or to one of the user's groups."""
+        if user is None or getattr(user, "is_superuser", False):
             return self
+        groups = Group.objects.filter(user__pk=user.pk) if user.is_authenticated else []
         sources = Source.objects.filter(
-            Q(allowed_groups=None) | Q(allowed_groups__in=user.groups.all())
+            Q(allowed_groups=None) | Q(allowed_groups__in=groups)
         )
         return self.filter(page__source__in=sources.values("pk"))
 

@@ -17,7 +17,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from retrieval.embeddings import Embedder
-from retrieval.models import Chunk, Embedding
+from retrieval.models import Caller, Chunk, Embedding
 from retrieval.spaces import serving_embedder
 
 # Reciprocal rank fusion's constant: large enough that rank 1 and 2 stay close.
@@ -68,7 +68,7 @@ NO_FILTERS = SearchFilters()
 def chunks_search(
     *,
     query: str,
-    user,
+    user: Caller,
     k: int,
     per_page: int | None = None,
     filters: SearchFilters = NO_FILTERS,
@@ -101,7 +101,7 @@ def chunks_search(
     )
 
 
-def _candidates(user, filters: SearchFilters):
+def _candidates(user: Caller, filters: SearchFilters) -> QuerySet[Chunk]:
     chunks = Chunk.objects.live().visible_to(user)
     if filters.source_ids:
         chunks = chunks.filter(page__source_id__in=filters.source_ids)
@@ -140,7 +140,7 @@ def _vector_hits(query: str, candidates, embedder: Embedder) -> list[Hit]:
     distance = dict(nearest)
     chunks = candidates.filter(embed_hash__in=distance)
     hits = [Hit(chunk=c, similarity=1.0 - distance[c.embed_hash]) for c in chunks]
-    hits.sort(key=lambda h: (-h.similarity, h.chunk.pk))
+    hits.sort(key=lambda h: (-(h.similarity or 0.0), h.chunk.pk))
     for rank, hit in enumerate(hits, start=1):
         hit.vector_rank = rank
     return hits

@@ -14,7 +14,7 @@ from kbsite.text import clean_inline, count_tokens
 from retrieval.answer import Passage, answer_compose
 from retrieval.chunking import ChunkDraft
 from retrieval.embeddings import Embedder
-from retrieval.models import Chunk, Embedding, EmbeddingUsage, QueryLog
+from retrieval.models import Caller, Chunk, Embedding, EmbeddingUsage, QueryLog
 from retrieval.search import (
     NO_FILTERS,
     Hit,
@@ -170,7 +170,7 @@ class QueryResult:
 def search_run(
     *,
     query: str,
-    user,
+    user: Caller,
     k: int,
     filters: SearchFilters = NO_FILTERS,
     mode: SearchMode = SearchMode.HYBRID,
@@ -188,7 +188,7 @@ def search_run(
 def question_answer(
     *,
     question: str,
-    user,
+    user: Caller,
     k: int,
     filters: SearchFilters = NO_FILTERS,
     log: bool = True,
@@ -250,11 +250,13 @@ def _with_neighbour(chunk: Chunk, following: dict[tuple[int, int], Chunk]) -> st
     return chunk.text
 
 
-def _log(kind: str, text: str, user, result: SearchResult, started: float) -> None:
+def _log(
+    kind: str, text: str, user: Caller, result: SearchResult, started: float
+) -> None:
     QueryLog.objects.create(
         kind=kind,
         text=text[:5000],
-        user=user if getattr(user, "pk", None) else None,
+        user_id=user.pk if user is not None and user.is_authenticated else None,
         chunk_ids=result.chunk_ids,
         scores=[round(h.score, 6) for h in result.hits],
         abstained=result.abstained,

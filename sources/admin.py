@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import admin
 from django.db.models import Count, Q
 from django.utils.html import format_html_join
@@ -27,18 +29,17 @@ class SourceAdmin(admin.ModelAdmin):
         )
 
     @admin.display(description="pages", ordering="_pages")
-    def page_count(self, obj: Source) -> int:
+    def page_count(self, obj: Any) -> int:
         return obj._pages
 
     @admin.display(description="live", ordering="_live")
-    def live_count(self, obj: Source) -> int:
+    def live_count(self, obj: Any) -> int:
         return obj._live
 
 
 class PageVersionInline(admin.TabularInline):
     model = PageVersion
-    fields = ["recorded_at", "kind", "hash"]
-    readonly_fields = fields
+    fields = readonly_fields = ("recorded_at", "kind", "hash")
     extra = 0
     max_num = 0
     can_delete = False

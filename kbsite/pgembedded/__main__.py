@@ -19,7 +19,7 @@ def main(argv: list[str]) -> int:
     if root is None:
         print("DATABASE_URL is set: there is no embedded database to manage.")
         return 1
-    server = EmbeddedPostgres.at(root)
+    server = EmbeddedPostgres.at(str(root))
     action = argv[0] if argv else "status"
     if action == "stop":
         print("stopped" if server.stop() else "was not running")

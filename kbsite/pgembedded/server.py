@@ -26,6 +26,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 logger = logging.getLogger(__name__)
 
@@ -238,7 +239,7 @@ class EmbeddedPostgres:
         # The server started by pg_ctl inherits open pipes and would keep them open:
         # capture errors through a file instead.
         # Drop root's group too: group bits of root-owned directories would apply.
-        identity = {}
+        identity: dict[str, Any] = {}
         if user:
             identity = {
                 "user": user,
@@ -268,8 +269,13 @@ def _ensure_database(info: ServerInfo, name: str) -> None:
     import psycopg
     from psycopg import sql
 
-    params = {"host": str(info.socket_dir), "port": info.port, "user": "postgres"}
-    with psycopg.connect(dbname="postgres", autocommit=True, **params) as conn:
+    with psycopg.connect(
+        dbname="postgres",
+        autocommit=True,
+        host=str(info.socket_dir),
+        port=info.port,
+        user="postgres",
+    ) as conn:
         exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name])
         if exists.fetchone() is None:
             conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
@@ -71,7 +72,10 @@ class Command(BaseCommand):
             outcomes.append(golden_run(item, k=k, mode=mode))
             bar.update(number, len(items))
         bar.close()
-        report = {"overall": metrics(outcomes), "by_kind": metrics_by_kind(outcomes)}
+        report: dict[str, Any] = {
+            "overall": metrics(outcomes),
+            "by_kind": metrics_by_kind(outcomes),
+        }
         if options["suggest_floor"]:
             floor, right = floor_suggest(items, k=k)
             report["suggested_floor"] = {
