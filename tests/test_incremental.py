@@ -8,11 +8,8 @@ from django.conf import settings
 from django.test import override_settings
 
 from ingest.models import Delivery
-from retrieval.embeddings import get_embedder
 from retrieval.models import Embedding, EmbeddingUsage
-from retrieval.spaces import space_register, space_switch
 from sources.models import LineShape
-from tests.fakes.openai_api import FakeOpenAI
 from tests.world import SITE, IngestWorld, run_queued
 
 SECTIONS = {
@@ -36,20 +33,7 @@ def doc(title: str, sections: dict[str, str], footer: str = FOOTER) -> str:
 
 class IncrementalTests(IngestWorld):
     def setUp(self):
-        self.api = self.enterContext(FakeOpenAI())
-        self.enterContext(
-            override_settings(
-                EMBEDDING_BACKEND="openai",
-                EMBEDDING_MODEL="text-embedding-3-small",
-                EMBEDDING_DIMENSIONS=64,
-                OPENAI_API_KEY="sk-test",
-                OPENAI_BASE_URL=self.api.base_url,
-            )
-        )
-        # The fake's space serves, as if the site had always run on it.
-        embedder = get_embedder()
-        space = space_register(name=embedder.space, dimensions=embedder.dimensions)
-        space_switch(to=space, keep_old=True)
+        self.api = self.serve_from_fake_openai()
         # Other pages of the site teach it its menu and footer lines.
         self.others = [
             f"{SITE}/other{n}/" for n in range(settings.BOILERPLATE_MIN_PAGES)

@@ -11,11 +11,8 @@ from django_q.models import OrmQ, Schedule
 from ingest.models import Delivery
 from ingest.process import delivery_process
 from ingest.queueing import deliveries_requeue_stalled, delivery_requeue
-from retrieval.embeddings import get_embedder
 from retrieval.models import Chunk, Embedding
-from retrieval.spaces import space_register, space_switch
 from sources.models import Page, PageVersion
-from tests.fakes.openai_api import FakeOpenAI
 from tests.world import INSTALL, INSTALL_EDITED, SITE, IngestWorld, run_queued
 
 URL = f"{SITE}/install/"
@@ -225,20 +222,7 @@ class ProviderFailureTests(IngestWorld):
     """The embedding provider is the fake OpenAI API, serving the index."""
 
     def setUp(self):
-        self.api = self.enterContext(FakeOpenAI())
-        self.enterContext(
-            override_settings(
-                EMBEDDING_BACKEND="openai",
-                EMBEDDING_MODEL="text-embedding-3-small",
-                EMBEDDING_DIMENSIONS=64,
-                OPENAI_API_KEY="sk-test",
-                OPENAI_BASE_URL=self.api.base_url,
-                OPENAI_MAX_RETRIES=0,
-            )
-        )
-        embedder = get_embedder()
-        space = space_register(name=embedder.space, dimensions=embedder.dimensions)
-        space_switch(to=space, keep_old=True)
+        self.api = self.serve_from_fake_openai(OPENAI_MAX_RETRIES=0)
         self.ingest()
 
     def test_provider_errors_are_retried_and_old_chunks_keep_serving(self):

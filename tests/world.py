@@ -12,7 +12,10 @@ from ingest import wire
 from ingest.models import Delivery
 from ingest.process import delivery_process
 from ingest.queueing import delivery_receive
+from retrieval.embeddings import get_embedder
+from retrieval.spaces import space_register, space_switch
 from sources.models import Page, Push, Source
+from tests.fakes.openai_api import FakeOpenAI
 
 TOKEN = "test-webhook-token"
 SITE = "https://docs.example.com"
@@ -110,6 +113,25 @@ class IngestWorld(TestCase):
 
     def page(self, url: str = f"{SITE}/install/") -> Page:
         return Page.objects.get(url=url)
+
+    def serve_from_fake_openai(self, **settings: object) -> FakeOpenAI:
+        """Embed through a fake OpenAI API whose space serves, as if the site had
+        always run on it; the fake stops with the test."""
+        api = self.enterContext(FakeOpenAI())
+        self.enterContext(
+            override_settings(
+                EMBEDDING_BACKEND="openai",
+                EMBEDDING_MODEL="text-embedding-3-small",
+                EMBEDDING_DIMENSIONS=64,
+                OPENAI_API_KEY="sk-test",
+                OPENAI_BASE_URL=api.base_url,
+                **settings,
+            )
+        )
+        embedder = get_embedder()
+        space = space_register(name=embedder.space, dimensions=embedder.dimensions)
+        space_switch(to=space, keep_old=True)
+        return api
 
 
 class HarborWorld(IngestWorld):

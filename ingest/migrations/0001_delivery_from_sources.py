@@ -1,7 +1,8 @@
 """Deliveries move from sources to ingest, which drives their whole lifecycle.
 
-The table is renamed, not copied: every row stays. A delivery now points at the page
-version it recorded (the link used to go the other way, from sources into ingest).
+Ingest takes the model over on its existing table (renamed in 0002, once sources has
+let go of it): every row stays. A delivery now points at the page version it
+recorded (the link used to go the other way, from sources into ingest).
 """
 
 import django.db.models.deletion
@@ -18,12 +19,6 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.SeparateDatabaseAndState(
-            database_operations=[
-                migrations.RunSQL(
-                    "ALTER TABLE sources_delivery RENAME TO ingest_delivery",
-                    "ALTER TABLE ingest_delivery RENAME TO sources_delivery",
-                ),
-            ],
             state_operations=[
                 migrations.CreateModel(
                     name="Delivery",
@@ -150,6 +145,7 @@ class Migration(migrations.Migration):
                     options={
                         "verbose_name_plural": "deliveries",
                         "ordering": ["-received_at"],
+                        "db_table": "sources_delivery",
                         "indexes": [
                             models.Index(
                                 fields=["state", "received_at"],
@@ -172,7 +168,7 @@ class Migration(migrations.Migration):
             ),
         ),
         migrations.RunSQL(
-            "UPDATE ingest_delivery SET queued_at = received_at",
+            "UPDATE sources_delivery SET queued_at = received_at",
             migrations.RunSQL.noop,
         ),
         migrations.AddField(
@@ -188,9 +184,12 @@ class Migration(migrations.Migration):
             ),
         ),
         migrations.RunSQL(
-            "UPDATE ingest_delivery AS d SET version_id = v.id "
-            "FROM sources_pageversion AS v WHERE v.delivery_id = d.id",
+            # Deferred key checks run now: the columns are altered right after.
+            "UPDATE sources_delivery AS d SET version_id = v.id "
+            "FROM sources_pageversion AS v WHERE v.delivery_id = d.id; "
+            "SET CONSTRAINTS ALL IMMEDIATE",
             "UPDATE sources_pageversion AS v SET delivery_id = d.id "
-            "FROM ingest_delivery AS d WHERE d.version_id = v.id",
+            "FROM sources_delivery AS d WHERE d.version_id = v.id; "
+            "SET CONSTRAINTS ALL IMMEDIATE",
         ),
     ]

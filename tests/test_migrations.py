@@ -1,0 +1,144 @@
+"""A database made by earlier migrations moves to the current layout with every row."""
+
+from __future__ import annotations
+
+from datetime import date
+
+import pytest
+from django.contrib.auth.models import User
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+# The schema before deliveries moved from sources to ingest.
+BEFORE = [
+    ("sources", "0001_initial"),
+    ("retrieval", "0002_index_tables"),
+    ("ingest", None),
+]
+
+
+def state_before(executor: MigrationExecutor):
+    return executor.loader.project_state([t for t in BEFORE if t[1]]).apps
+
+
+def migrate(targets: list[tuple[str, str | None]]) -> MigrationExecutor:
+    executor = MigrationExecutor(connection)
+    executor.loader.build_graph()
+    executor.migrate(targets)
+    return executor
+
+
+@pytest.fixture(autouse=True)
+def back_to_the_latest_layout():
+    """Whatever a test leaves, the database ends at the latest migrations."""
+    yield
+    migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())
+
+
+def fill_every_table(apps) -> dict[str, int]:
+    """One or more rows in every table of the old layout; returns their ids."""
+    source = apps.get_model("sources", "Source").objects.create(
+        name="Old docs", seed_urls="https://old.example/"
+    )
+    page = apps.get_model("sources", "Page").objects.create(
+        source=source, url="https://old.example/a/", title="A", status="live",
+        content_hash="f" * 64, markdown="# A\n\nText.\n",
+    )  # fmt: skip
+    apps.get_model("sources", "LineShape").objects.create(
+        source=source, shape=42, pages=1, example="© Old"
+    )
+    push = apps.get_model("sources", "Push").objects.create(
+        rid="push-1", page=page, url=page.url
+    )
+    delivery_model = apps.get_model("sources", "Delivery")
+    delivered = delivery_model.objects.create(
+        rid="push-1", url=page.url, original_status=200, crawler_status=200,
+        push=push, page=page, state="done", outcome="embedded", attempts=1,
+        embedding_tokens=12,
+    )  # fmt: skip
+    waiting = delivery_model.objects.create(
+        rid="waiting-1", url="https://old.example/b/", body=b"\x1f\x8bbody"
+    )
+    version = apps.get_model("sources", "PageVersion").objects.create(
+        page=page, kind="changed", content_hash="f" * 64, markdown=page.markdown,
+        delivery=delivered,
+    )  # fmt: skip
+    chunk = apps.get_model("retrieval", "Chunk").objects.create(
+        page=page, position=0, heading="A", text="Text.", embed_hash="e" * 64
+    )
+    apps.get_model("retrieval", "Embedding").objects.create(
+        space="hashing/hashing-v2/3", text_hash="e" * 64, vector=[1.0, 0.0, 0.0]
+    )
+    apps.get_model("retrieval", "EmbeddingSpace").objects.create(
+        name="hashing/hashing-v2/3", backend="hashing", model="hashing-v2",
+        dimensions=3, state="retired",
+    )  # fmt: skip
+    apps.get_model("retrieval", "EmbeddingUsage").objects.create(
+        day=date(2026, 11, 1), space="hashing/hashing-v2/3", requests=1, tokens=12
+    )
+    apps.get_model("retrieval", "QueryLog").objects.create(
+        kind="query", text="what is A?", chunk_ids=[chunk.pk], latency_ms=3
+    )
+    return {
+        "delivered": delivered.pk,
+        "waiting": waiting.pk,
+        "version": version.pk,
+        "page": page.pk,
+        "push": push.pk,
+    }
+
+
+def test_a_database_at_the_old_layout_migrates_forward_with_every_row():
+    User.objects.create(username="editor")
+    executor = migrate(BEFORE)
+    ids = fill_every_table(state_before(executor))
+
+    migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())
+
+    from ingest.models import Delivery
+    from retrieval.models import (
+        Chunk,
+        Embedding,
+        EmbeddingSpace,
+        EmbeddingUsage,
+        QueryLog,
+    )
+    from sources.models import LineShape, Page, PageVersion, Push, Source
+
+    counts = {
+        model.__name__: model.objects.count()
+        for model in [Source, Page, LineShape, Push, PageVersion, Chunk, Embedding,
+                      EmbeddingUsage, QueryLog, Delivery]
+    }  # fmt: skip
+    assert counts == dict.fromkeys(counts, 1) | {"Delivery": 2}
+    assert EmbeddingSpace.objects.filter(name="hashing/hashing-v2/3").exists()
+    delivered = Delivery.objects.get(pk=ids["delivered"])
+    assert (delivered.rid, delivered.outcome, delivered.embedding_tokens) == (
+        "push-1",
+        "embedded",
+        12,
+    )
+    assert (delivered.page_id, delivered.push_id) == (ids["page"], ids["push"])
+    assert delivered.version_id == ids["version"], "the version link survives"
+    assert PageVersion.objects.get(pk=ids["version"]).delivery == delivered
+    waiting = Delivery.objects.get(pk=ids["waiting"])
+    assert (waiting.state, bytes(waiting.body)) == ("queued", b"\x1f\x8bbody")
+    assert waiting.queued_at == waiting.received_at
+    with connection.cursor() as cursor:
+        tables = connection.introspection.table_names(cursor)
+    assert "ingest_delivery" in tables and "sources_delivery" not in tables
+
+
+def test_the_move_can_be_undone_with_every_row():
+    executor = migrate(BEFORE)
+    ids = fill_every_table(state_before(executor))
+    migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())
+
+    executor = migrate(BEFORE)
+
+    apps = state_before(executor)
+    version = apps.get_model("sources", "PageVersion").objects.get(pk=ids["version"])
+    assert version.delivery_id == ids["delivered"]
+    assert apps.get_model("sources", "Delivery").objects.count() == 2
