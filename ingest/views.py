@@ -64,7 +64,7 @@ class RawBodyParser(BaseParser):
         limit = settings.WEBHOOK_MAX_BODY_BYTES
         request = parser_context["request"]
         declared = request.META.get("CONTENT_LENGTH") or "0"
-        if declared.isdigit() and int(declared) > limit:
+        if declared.isascii() and declared.isdigit() and int(declared) > limit:
             raise BodyTooLargeError(f"body is over the {limit:,}-byte limit")
         data = stream.read(limit + 1) if stream is not None else b""
         if len(data) > limit:
@@ -88,12 +88,10 @@ class CrawlbaseWebhookView(APIView):
     @extend_schema(
         summary="Receive a page from Crawlbase's Enterprise Crawler",
         request={"application/octet-stream": bytes},
-        responses={200: dict, 400: dict, 401: dict, 413: dict, 415: dict},
+        responses={code: dict for code in (200, 400, 401, 413, 415)},
     )
     def post(self, request):
         headers = _headers(request)
-        if wire.is_probe_request(headers):
-            return Response({"status": "ok", "probe": True})
         raw = request.data if isinstance(request.data, bytes) else b""
         try:
             parsed = wire.parse_delivery(
@@ -111,7 +109,7 @@ class CrawlbaseWebhookView(APIView):
         if parsed.is_probe:
             return Response({"status": "ok", "probe": True})
         delivery, created = delivery_receive(
-            parsed=parsed, raw=raw, content_type=headers["content-type"]
+            parsed=parsed, raw=raw, content_type=parsed.content_type
         )
         if not created:
             logger.info("webhook ignored a repeated rid %s", parsed.rid)
