@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import gzip
 import json
+from unittest import mock
 
+from django.db import InterfaceError, OperationalError
 from django.test import override_settings
 from django_q.models import OrmQ
 
@@ -288,3 +290,32 @@ class WebhookTests(IngestWorld):
         self.process("lower")
 
         assert list(Page.objects.values_list("url", flat=True)) == [f"{SITE}/Upper"]
+
+    # -- failures of the server itself
+
+    def test_a_database_outage_gets_503_json_with_retry_after(self):
+        for error in [
+            OperationalError("server closed the connection unexpectedly"),
+            InterfaceError("connection already closed"),
+        ]:
+            with mock.patch(
+                "ingest.views.delivery_receive", autospec=True, side_effect=error
+            ):
+                response = self.post()
+
+            self.assert_error(response, 503, "database_unavailable")
+            assert int(response["Retry-After"]) > 0
+
+    def test_an_unexpected_error_gets_a_json_500_and_a_log_line_without_the_page(self):
+        failure = RuntimeError(f"boom: {INSTALL}")
+        with (
+            mock.patch(
+                "ingest.views.delivery_receive", autospec=True, side_effect=failure
+            ),
+            self.assertLogs("ingest.views", level="ERROR") as logs,
+        ):
+            response = self.post()
+
+        self.assert_error(response, 500, "internal_error")
+        assert "RuntimeError" in logs.output[0]
+        assert not any("Requirements" in line or TOKEN in line for line in logs.output)
