@@ -73,7 +73,9 @@ def parse_status(name: str, value: str | None) -> int | None:
         return None
     parts = {part.strip() for part in value.split(",")}
     if len(parts) != 1:
-        raise DeliveryError("bad_status", f"{name} has conflicting values: {value!r}")
+        raise DeliveryError(
+            "bad_status", f"{name} has conflicting values: {value[:50]!r}"
+        )
     (part,) = parts
     if not STATUS.fullmatch(part):
         raise DeliveryError(
@@ -101,7 +103,7 @@ def decompress(raw: bytes, *, content_encoding: str, limit: int) -> bytes:
     gzipped = raw[:2] == GZIP_MAGIC or "gzip" in content_encoding.lower()
     if not gzipped or not raw:
         return raw
-    out = bytearray()
+    out, view = bytearray(), memoryview(raw)
     start = 0
     try:
         while start < len(raw):
@@ -110,7 +112,7 @@ def decompress(raw: bytes, *, content_encoding: str, limit: int) -> bytes:
                     "bad_gzip",
                     f"body has {len(raw) - start:,} bytes after the gzip stream",
                 )
-            start = _inflate_member(memoryview(raw), start, out, limit)
+            start = _inflate_member(view, start, out, limit)
     except zlib.error as exc:
         raise DeliveryError("bad_gzip", f"body is not valid gzip: {exc}") from None
     return bytes(out)
