@@ -250,8 +250,11 @@ def _decoded(
 ) -> tuple[str, str]:
     fmt = body_format(content_type)
     data = decompress(raw, content_encoding=content_encoding, limit=limit)
-    # str.replace returns the same string when there is nothing to remove.
-    return fmt, decode_text(data).replace("\0", "")
+    # In UTF-8 a zero byte is only ever U+0000; looking for it costs far less than
+    # rewriting every body.
+    if b"\0" in data:
+        data = data.replace(b"\0", b"")
+    return fmt, decode_text(data)
 
 
 def _blank(text: str) -> bool:
