@@ -106,7 +106,7 @@ def deliver_all(name: str, pages: list[tuple[str, str, int]], fake=None) -> Roun
     for number, (url, html, status) in enumerate(pages):
         parsed = wire.ParsedDelivery(
             rid=f"{name}-{number}", url=url, original_status=status,
-            crawler_status=200, body_format="html", text="",
+            crawler_status=200, body_format="html",
         )  # fmt: skip
         raw = gzip.compress(html.encode())
         delivery_id, _ = delivery_receive(

@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import hmac
 import logging
+import traceback
 
 from django.conf import settings
+from django.core.exceptions import PermissionDenied
+from django.db import InterfaceError, OperationalError
+from django.http import Http404
 from drf_spectacular.utils import extend_schema
 from rest_framework import exceptions, status
 from rest_framework.authentication import BaseAuthentication
@@ -25,6 +29,8 @@ from ingest.queueing import delivery_receive
 logger = logging.getLogger(__name__)
 
 WEBHOOK_AUTH = "crawlbase-webhook"
+# Crawlbase redelivers on any answer but 2xx; this only tells it not to hurry.
+RETRY_AFTER_SECONDS = 10
 
 
 class WebhookTokenAuthentication(BaseAuthentication):
@@ -67,7 +73,7 @@ class RawBodyParser(BaseParser):
         limit = settings.WEBHOOK_MAX_BODY_BYTES
         request = parser_context["request"]
         declared = request.META.get("CONTENT_LENGTH") or "0"
-        if declared.isdigit() and int(declared) > limit:
+        if declared.isascii() and declared.isdigit() and int(declared) > limit:
             raise BodyTooLargeError(f"body is over the {limit:,}-byte limit")
         data = stream.read(limit + 1) if stream is not None else b""
         if len(data) > limit:
@@ -91,12 +97,10 @@ class CrawlbaseWebhookView(APIView):
     @extend_schema(
         summary="Receive a page from Crawlbase's Enterprise Crawler",
         request={"application/octet-stream": bytes},
-        responses={200: dict, 400: dict, 401: dict, 413: dict, 415: dict},
+        responses={code: dict for code in (200, 400, 401, 413, 415, 500, 503)},
     )
     def post(self, request):
         headers = _headers(request)
-        if wire.is_probe_request(headers):
-            return Response({"status": "ok", "probe": True})
         raw = request.data if isinstance(request.data, bytes) else b""
         try:
             parsed = wire.parse_delivery(
@@ -114,9 +118,40 @@ class CrawlbaseWebhookView(APIView):
         if parsed.is_probe:
             return Response({"status": "ok", "probe": True})
         delivery_id, created = delivery_receive(
-            parsed=parsed, raw=raw, content_type=headers["content-type"]
+            parsed=parsed, raw=raw, content_type=parsed.content_type
         )
         if not created:
             logger.info("webhook ignored a repeated rid %s", parsed.rid)
             return Response({"status": "duplicate", "delivery": delivery_id})
         return Response({"status": "queued", "delivery": delivery_id})
+
+    def handle_exception(self, exc: Exception) -> Response:
+        """JSON for every failure: Crawlbase redelivers on a 5xx, and an HTML error
+        page helps nobody. Log lines name the error, never its message, which could
+        quote page text."""
+        if isinstance(exc, InterfaceError | OperationalError):
+            # The database is down or restarting: the delivery was not stored.
+            logger.warning("webhook could not reach the database: %s", _name(exc))
+            return Response(
+                {
+                    "error": "database_unavailable",
+                    "detail": "The database is not available; deliver again later.",
+                },
+                status=status.HTTP_503_SERVICE_UNAVAILABLE,
+                headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
+            )
+        if isinstance(exc, exceptions.APIException | Http404 | PermissionDenied):
+            return super().handle_exception(exc)
+        logger.error(
+            "webhook failed: %s\n%s",
+            _name(exc),
+            "".join(traceback.format_tb(exc.__traceback__)).rstrip(),
+        )
+        return Response(
+            {"error": "internal_error", "detail": "The delivery was not stored."},
+            status=status.HTTP_500_INTERNAL_SERVER_ERROR,
+        )
+
+
+def _name(exc: BaseException) -> str:
+    return f"{type(exc).__module__}.{type(exc).__qualname__}"

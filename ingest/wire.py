@@ -2,17 +2,34 @@
 
 Pure functions, no Django: the webhook uses them to validate a delivery before it is
 stored, the ingest job uses them again to read the stored raw body.
+
+A NUL character is never text: PostgreSQL cannot store it, browsers drop it and
+CommonMark replaces it, so it is removed wherever a delivery is read (page text,
+JSON fields, header values) rather than refusing the delivery, which would only make
+Crawlbase crawl the same page again and again.
 """
 
 from __future__ import annotations
 
-import json
+import re
 import zlib
 from dataclasses import dataclass
+from typing import Any
+
+from kbsite import boundedjson
+from kbsite.canonical import canonical_url
 
 GZIP_MAGIC = b"\x1f\x8b"
 PROBE_RID = "dummyrequest"
-MONITOR_AGENT = "crawlbase monitoring bot"
+# ASCII digits only: str.isdigit() also accepts "²" (which int() refuses) and
+# Arabic-Indic "٤٠٤" (which int() reads as 404).
+STATUS = re.compile(r"[1-9][0-9]{2}")
+# Unpaired surrogates: JSON can spell them ("\ud800"), UTF-8 and PostgreSQL cannot.
+SURROGATE = re.compile("[\ud800-\udfff]")
+# Compressed bytes handed to zlib at a time, growing from the first to the most: at
+# the end of each gzip member zlib copies the rest of its input aside, so short
+# slices keep a body of many small members from being copied over and over.
+INFLATE_FIRST, INFLATE_MOST = 1024, 1 << 20
 
 
 class DeliveryError(ValueError):
@@ -39,21 +56,15 @@ class BodyFormat:
 
 @dataclass(frozen=True)
 class ParsedDelivery:
+    """What the webhook stores about a delivery besides its raw body."""
+
     rid: str
-    url: str
+    url: str  # canonical, see kbsite.canonical
     original_status: int | None
     crawler_status: int | None
     body_format: str
-    text: str
-
-    @property
-    def is_probe(self) -> bool:
-        return self.rid == PROBE_RID
-
-
-def is_probe_request(headers: dict[str, str]) -> bool:
-    agent = headers.get("user-agent", "").lower()
-    return headers.get("rid", "").strip() == PROBE_RID or MONITOR_AGENT in agent
+    content_type: str = ""
+    is_probe: bool = False
 
 
 def parse_status(name: str, value: str | None) -> int | None:
@@ -62,10 +73,14 @@ def parse_status(name: str, value: str | None) -> int | None:
         return None
     parts = {part.strip() for part in value.split(",")}
     if len(parts) != 1:
-        raise DeliveryError("bad_status", f"{name} has conflicting values: {value!r}")
+        raise DeliveryError(
+            "bad_status", f"{name} has conflicting values: {value[:50]!r}"
+        )
     (part,) = parts
-    if not part.isdigit() or not 100 <= int(part) <= 999:
-        raise DeliveryError("bad_status", f"{name} is not an HTTP status: {value!r}")
+    if not STATUS.fullmatch(part):
+        raise DeliveryError(
+            "bad_status", f"{name} is not an HTTP status: {value[:20]!r}"
+        )
     return int(part)
 
 
@@ -76,28 +91,48 @@ def single_value(name: str, value: str | None) -> str:
         return value  # URLs may contain commas; a repeated url cannot be told apart
     parts = {part.strip() for part in value.split(",")}
     if len(parts) > 1:
-        raise DeliveryError(f"bad_{name}", f"{name} has conflicting values: {value!r}")
+        raise DeliveryError(
+            f"bad_{name}", f"{name} has conflicting values: {value[:200]!r}"
+        )
     return parts.pop() if parts else ""
 
 
 def decompress(raw: bytes, *, content_encoding: str, limit: int) -> bytes:
-    """Gunzip by header or by magic bytes, refusing to inflate past ``limit``."""
+    """Gunzip by header or by magic bytes: every member, refusing to inflate past
+    ``limit`` in all, and refusing anything after the last member."""
     gzipped = raw[:2] == GZIP_MAGIC or "gzip" in content_encoding.lower()
-    if not gzipped:
+    if not gzipped or not raw:
         return raw
-    inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+    out, view = bytearray(), memoryview(raw)
+    start = 0
     try:
-        data = inflater.decompress(raw, limit + 1)
-        if len(data) > limit or inflater.unconsumed_tail:
-            raise BodyTooLarge(limit)
-        data += inflater.flush()
+        while start < len(raw):
+            if start and raw[start : start + 2] != GZIP_MAGIC:
+                raise DeliveryError(
+                    "bad_gzip",
+                    f"body has {len(raw) - start:,} bytes after the gzip stream",
+                )
+            start = _inflate_member(view, start, out, limit)
     except zlib.error as exc:
         raise DeliveryError("bad_gzip", f"body is not valid gzip: {exc}") from None
-    if not inflater.eof:
-        raise DeliveryError("bad_gzip", "body is truncated gzip")
-    if len(data) > limit:
-        raise BodyTooLarge(limit)
-    return data
+    return bytes(out)
+
+
+def _inflate_member(raw: memoryview, start: int, out: bytearray, limit: int) -> int:
+    """Inflate the gzip member at ``start`` onto ``out``; returns where it ends."""
+    inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+    position, size = start, INFLATE_FIRST
+    while not inflater.eof:
+        if position >= len(raw):
+            raise DeliveryError("bad_gzip", "body is truncated gzip")
+        piece = raw[position : position + size]
+        # max_length is at least 1 here: 0 would mean "no limit".
+        out += inflater.decompress(piece, limit + 1 - len(out))
+        if len(out) > limit or inflater.unconsumed_tail:
+            raise BodyTooLarge(limit)
+        position += len(piece)
+        size = min(size * 2, INFLATE_MOST)
+    return position - len(inflater.unused_data)
 
 
 def body_format(content_type: str) -> str:
@@ -110,7 +145,7 @@ def body_format(content_type: str) -> str:
         return BodyFormat.HTML
     raise DeliveryError(
         "unsupported_content_type",
-        f"content type {content_type!r} is not supported",
+        f"content type {content_type[:100]!r} is not supported",
         415,
     )
 
@@ -135,14 +170,11 @@ def read_body(
     *, raw: bytes, content_type: str, limit: int, content_encoding: str = ""
 ) -> Body:
     """The page text of a delivery body, whatever its compression and format."""
-    fmt = body_format(content_type)
-    text = decode_text(decompress(raw, content_encoding=content_encoding, limit=limit))
+    fmt, text = _decoded(raw, content_type, content_encoding, limit)
     if fmt != BodyFormat.JSON:
         return Body(format=fmt, text=text, envelope={})
     envelope = _json_envelope(text)
-    inner = envelope.get("body") or ""
-    if not isinstance(inner, str):
-        raise DeliveryError("bad_json", "the JSON body field is not a string")
+    inner = _envelope_text(envelope, "body")
     # The JSON envelope wraps the page in whichever format the crawler produced.
     inner_format = (
         BodyFormat.MARKDOWN if _looks_like_markdown(inner) else BodyFormat.HTML
@@ -153,36 +185,80 @@ def read_body(
 def parse_delivery(
     *, headers: dict[str, str], raw: bytes, limit: int
 ) -> ParsedDelivery:
-    """Validate and decode one delivery (``headers``: lower-case, hyphenated names)."""
-    body = read_body(
-        raw=raw,
-        content_type=headers.get("content-type", ""),
-        content_encoding=headers.get("content-encoding", ""),
-        limit=limit,
-    )
-    envelope = body.envelope
-    rid = single_value("rid", headers.get("rid") or _str(envelope.get("rid")))
-    url = single_value("url", headers.get("url") or _str(envelope.get("url")))
+    """Validate one delivery (``headers``: lower-case, hyphenated names).
+
+    The body is checked (size, gzip, UTF-8, format, JSON envelope) but its text is not
+    kept: the job reads it again from the stored raw body.
+    """
+    headers = {name: value.replace("\0", "") for name, value in headers.items()}
+    content_type = headers.get("content-type", "")
+    fmt, text = _decoded(raw, content_type, headers.get("content-encoding", ""), limit)
+    envelope: dict[str, Any] = {}
+    if fmt == BodyFormat.JSON:
+        envelope = _json_envelope(text)
+        text = _envelope_field(envelope, "body")
+    rid = single_value("rid", headers.get("rid") or _envelope_text(envelope, "rid"))
+    url = single_value("url", headers.get("url") or _envelope_text(envelope, "url"))
+    # Crawlbase's monitoring probe; a real delivery has a url or a body, and is
+    # never told apart by its User-Agent.
+    if rid == PROBE_RID or (not url and _blank(text)):
+        return ParsedDelivery(
+            rid=rid,
+            url="",
+            original_status=None,
+            crawler_status=None,
+            body_format=fmt,
+            content_type=content_type,
+            is_probe=True,
+        )
     if not rid:
         raise DeliveryError("missing_rid", "the rid header is missing")
     if len(rid) > 100:
         raise DeliveryError("bad_rid", "the rid is longer than 100 characters")
-    if rid != PROBE_RID:
-        _check_url(url)
-    original = headers.get("original-status") or _str(envelope.get("original_status"))
+    original, crawler = _statuses(headers, envelope)
+    return ParsedDelivery(
+        rid=rid,
+        url=_checked_url(url),
+        original_status=original,
+        crawler_status=crawler,
+        body_format=fmt,
+        content_type=content_type,
+    )
+
+
+def _statuses(
+    headers: dict[str, str], envelope: dict[str, Any]
+) -> tuple[int | None, int | None]:
+    """The site's status and Crawlbase's, from the headers or else the envelope."""
+    original = headers.get("original-status") or _envelope_status(
+        envelope, "original_status"
+    )
     crawler = (
         headers.get("pc-status")
         or headers.get("cb-status")
-        or _str(envelope.get("pc_status") or envelope.get("cb_status"))
+        or _envelope_status(envelope, "pc_status")
+        or _envelope_status(envelope, "cb_status")
     )
-    return ParsedDelivery(
-        rid=rid,
-        url=url,
-        original_status=parse_status("Original-Status", original),
-        crawler_status=parse_status("PC-Status", crawler),
-        body_format=body.format,
-        text=body.text,
+    return (
+        parse_status("Original-Status", original),
+        parse_status("PC-Status", crawler),
     )
+
+
+def _decoded(
+    raw: bytes, content_type: str, content_encoding: str, limit: int
+) -> tuple[str, str]:
+    fmt = body_format(content_type)
+    data = decompress(raw, content_encoding=content_encoding, limit=limit)
+    # In UTF-8 a zero byte is only ever U+0000; looking for it costs far less than
+    # rewriting every body.
+    if b"\0" in data:
+        data = data.replace(b"\0", b"")
+    return fmt, decode_text(data)
+
+
+def _blank(text: str) -> bool:
+    return not text or text.isspace()
 
 
 def _looks_like_markdown(text: str) -> bool:
@@ -190,22 +266,59 @@ def _looks_like_markdown(text: str) -> bool:
     return not head.startswith(("<!doctype", "<html", "<head", "<body", "<"))
 
 
-def _json_envelope(text: str) -> dict:
+def _json_envelope(text: str) -> dict[str, Any]:
     try:
-        envelope = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise DeliveryError("bad_json", f"body is not valid JSON: {exc.msg}") from None
+        envelope = boundedjson.loads(text)
+    except boundedjson.TooDeep as exc:
+        raise DeliveryError("bad_json", f"the JSON body is {exc}") from None
+    except ValueError as exc:  # JSONDecodeError, or an integer too long to read
+        message = getattr(exc, "msg", "unreadable number")
+        raise DeliveryError("bad_json", f"body is not valid JSON: {message}") from None
     if not isinstance(envelope, dict):
         raise DeliveryError("bad_json", "the JSON body is not an object")
     return envelope
 
 
-def _str(value: object) -> str:
-    return "" if value is None else str(value)
+def _envelope_field(envelope: dict[str, Any], key: str) -> str:
+    """A string field of the JSON envelope, as it came."""
+    value = envelope.get(key)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise DeliveryError("bad_json", f"the JSON {key} field is not a string")
+    return value
 
 
-def _check_url(url: str) -> None:
+def _envelope_text(envelope: dict[str, Any], key: str) -> str:
+    return _clean(_envelope_field(envelope, key))
+
+
+def _envelope_status(envelope: dict[str, Any], key: str) -> str:
+    value = envelope.get(key)
+    if not value:
+        return ""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    if isinstance(value, str):
+        return _clean(value)
+    raise DeliveryError("bad_status", f"the JSON {key} field is not an HTTP status")
+
+
+def _clean(text: str) -> str:
+    """Text decoded from JSON without what PostgreSQL cannot store."""
+    return SURROGATE.sub("\ufffd", text.replace("\0", ""))
+
+
+def _checked_url(url: str) -> str:
     if not url:
         raise DeliveryError("missing_url", "the url header is missing")
-    if not url.lower().startswith(("http://", "https://")) or len(url) > 2048:
+    if not url.lower().startswith(("http://", "https://")):
         raise DeliveryError("bad_url", f"url is not an http(s) URL: {url[:200]!r}")
+    try:
+        canonical = canonical_url(url) if len(url) <= 2048 else url
+    except ValueError as exc:
+        raise DeliveryError("bad_url", f"url is not usable ({exc})") from None
+    # Checked after canonicalizing too: percent-encoding can lengthen a URL.
+    if len(canonical) > 2048:
+        raise DeliveryError("bad_url", "url is longer than 2,048 characters")
+    return canonical

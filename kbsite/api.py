@@ -1,13 +1,37 @@
-"""API conventions shared by every DRF view: one JSON error shape."""
+"""API conventions shared by every DRF view: one JSON error shape, bounded JSON."""
 
 from __future__ import annotations
 
+import codecs
 import logging
+from typing import Any
 
+from django.conf import settings
 from rest_framework import exceptions
+from rest_framework.parsers import JSONParser
+from rest_framework.utils.json import strict_constant
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from kbsite import boundedjson
+
 logger = logging.getLogger("kbsite.api")
+
+
+class BoundedJSONParser(JSONParser):
+    """DRF's JSON parser with a bound on nesting depth.
+
+    DRF's own lets ``RecursionError`` through as a 500 for a deeply nested body.
+    """
+
+    def parse(self, stream, media_type=None, parser_context=None) -> Any:
+        encoding = (parser_context or {}).get("encoding", settings.DEFAULT_CHARSET)
+        try:
+            text = codecs.getreader(encoding)(stream).read()
+            return boundedjson.loads(
+                text, parse_constant=strict_constant if self.strict else None
+            )
+        except ValueError as exc:  # bad JSON, bad encoding, too deep
+            raise exceptions.ParseError(f"JSON parse error - {exc}") from None
 
 
 def exception_handler(exc, context):

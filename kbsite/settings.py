@@ -158,6 +158,12 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    # DRF's defaults, with JSON nesting bounded (a deep body is a 400, not a 500).
+    "DEFAULT_PARSER_CLASSES": [
+        "kbsite.api.BoundedJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "kbsite.api.exception_handler",
     "DEFAULT_THROTTLE_RATES": {

@@ -103,6 +103,20 @@ class ApiTests(HarborWorld):
         assert response.status_code == 400
         assert response.json()["error"] == "parse_error"
 
+    def test_a_deeply_nested_body_gets_400_not_500(self):
+        nested = "[" * 100_000 + "]" * 100_000
+        for depth_body in [
+            '{"question": "x", "sources": ' + nested + "}",
+            '{"question": "x", "sources": ' + "[" * 100 + "1" + "]" * 100 + "}",
+        ]:
+            response = self.api.post(
+                "/api/query/", depth_body, content_type="application/json"
+            )
+
+            assert response.status_code == 400, response.content
+            assert response.json()["error"] == "parse_error"
+            assert "nested" in response.json()["detail"]
+
     def test_no_token_gets_401(self):
         for response in [
             APIClient().post("/api/query/", {"question": "x"}, format="json"),

@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import gzip
 import json
+from unittest import mock
 
+from django.db import InterfaceError, OperationalError
 from django.test import override_settings
 from django_q.models import OrmQ
 
 from ingest.models import Delivery
+from ingest.process import delivery_process
+from sources.models import Page
 from tests.world import INSTALL, SITE, TOKEN, IngestWorld
 
 URL = f"/webhooks/crawlbase/?token={TOKEN}"
@@ -169,3 +173,150 @@ class WebhookTests(IngestWorld):
         assert not any(
             "wrong-secret-value" in line or TOKEN in line for line in logs.output
         )
+
+    def envelope(self, **fields: object) -> bytes:
+        envelope = {"pc_status": 200, "original_status": 200, "rid": "json-1",
+                    "url": f"{SITE}/json/", "body": "# Json\\n\\nText."}  # fmt: skip
+        envelope.update(fields)
+        return gzip.compress(json.dumps(envelope).encode())
+
+    def post_json(self, body: bytes):
+        return self.post(body, CONTENT_TYPE="gzip/json", HTTP_RID="", HTTP_URL="",
+                         HTTP_ORIGINAL_STATUS="", HTTP_PC_STATUS="")  # fmt: skip
+
+    def process(self, rid: str) -> Delivery:
+        delivery = Delivery.objects.get(rid=rid)
+        delivery_process(delivery_id=delivery.pk)
+        delivery.refresh_from_db()
+        return delivery
+
+    # -- NUL characters
+
+    def test_a_markdown_delivery_with_nul_characters_is_stored_without_them(self):
+        body = b"# Install\0\n\nRun pip\0 install example.\n"
+        response = self.post(
+            gzip.compress(body), CONTENT_TYPE="text/markdown", HTTP_RID="nul-md"
+        )
+
+        assert response.json()["status"] == "queued"
+        assert self.process("nul-md").outcome == Delivery.Outcome.EMBEDDED
+        assert "\0" not in self.page().markdown
+        assert "Run pip install example." in self.page().markdown
+
+    def test_a_json_delivery_with_nul_characters_is_stored_without_them(self):
+        response = self.post_json(self.envelope(body="# Json\0\n\nText\0."))
+
+        assert response.json()["status"] == "queued"
+        assert self.process("json-1").outcome == Delivery.Outcome.EMBEDDED
+        assert self.page(f"{SITE}/json/").markdown == "# Json\n\nText.\n"
+
+    def test_a_nul_in_the_rid_or_url_headers_is_not_a_500(self):
+        response = self.post(HTTP_RID="r\x00-1", HTTP_URL=f"{SITE}/install/\x00")
+
+        assert response.json()["status"] == "queued"
+        assert Delivery.objects.get().rid == "r-1"
+        assert Delivery.objects.get().url == f"{SITE}/install/"
+
+    def test_a_nul_in_the_content_type_is_not_a_500(self):
+        # (A NUL in a charset parameter fails in Django itself, before any view.)
+        response = self.post(CONTENT_TYPE="text/plain; profile=\x00x")
+
+        assert response.json()["status"] == "queued"
+        assert Delivery.objects.get().content_type == "text/plain; profile=x"
+
+    # -- statuses and JSON
+
+    def test_a_status_of_superscript_digits_gets_400_not_500(self):
+        self.assert_error(self.post(HTTP_ORIGINAL_STATUS="\xb2"), 400, "bad_status")
+
+    def test_arabic_indic_digits_are_not_a_status(self):
+        self.assert_error(
+            self.post(HTTP_ORIGINAL_STATUS="\u0664\u0660\u0664"), 400, "bad_status"
+        )
+        assert not Delivery.objects.exists()
+
+    def test_a_json_delivery_with_a_superscript_status_gets_400(self):
+        for status in ["\xb2", "\u0664\u0660\u0664"]:
+            response = self.post_json(self.envelope(original_status=status))
+            self.assert_error(response, 400, "bad_status")
+
+    def test_deeply_nested_json_gets_400_not_500(self):
+        response = self.post_json(gzip.compress(b'{"a":' * 100_000))
+
+        self.assert_error(response, 400, "bad_json")
+
+    # -- the monitoring probe
+
+    def test_a_delivery_with_the_monitoring_user_agent_is_still_stored(self):
+        response = self.post(HTTP_USER_AGENT="Crawlbase Monitoring Bot 1.0")
+
+        assert response.json()["status"] == "queued"
+        assert Delivery.objects.get().rid == "r-1"
+
+    def test_a_request_with_no_url_and_no_body_is_a_probe(self):
+        response = self.post(b"", HTTP_URL="", HTTP_CONTENT_ENCODING="")
+
+        assert response.json() == {"status": "ok", "probe": True}
+        assert not Delivery.objects.exists()
+
+    # -- gzip
+
+    def test_a_multi_member_gzip_delivery_is_read_whole(self):
+        half = len(INSTALL) // 2
+        body = gzip.compress(INSTALL[:half].encode()) + gzip.compress(
+            INSTALL[half:].encode()
+        )
+
+        assert self.post(body).json()["status"] == "queued"
+        assert self.process("r-1").outcome == Delivery.Outcome.EMBEDDED
+        assert "latest release" in self.page().markdown  # from the second member
+
+    def test_junk_after_the_gzip_stream_gets_400(self):
+        body = gzip.compress(INSTALL.encode()) + b"trailing junk"
+
+        self.assert_error(self.post(body), 400, "bad_gzip")
+        assert not Delivery.objects.exists()
+
+    # -- URLs
+
+    def test_the_delivery_is_stored_under_its_canonical_url(self):
+        self.post(HTTP_URL="HTTPS://DOCS.EXAMPLE.COM:443/install/?utm_source=x#top")
+
+        assert Delivery.objects.get().url == f"{SITE}/install/"
+
+    def test_two_spellings_of_one_url_make_one_page(self):
+        self.post(HTTP_RID="upper", HTTP_URL="HTTPS://DOCS.EXAMPLE.COM/Upper")
+        self.post(HTTP_RID="lower", HTTP_URL=f"{SITE}/Upper")
+        self.process("upper")
+        self.process("lower")
+
+        assert list(Page.objects.values_list("url", flat=True)) == [f"{SITE}/Upper"]
+
+    # -- failures of the server itself
+
+    def test_a_database_outage_gets_503_json_with_retry_after(self):
+        for error in [
+            OperationalError("server closed the connection unexpectedly"),
+            InterfaceError("connection already closed"),
+        ]:
+            with mock.patch(
+                "ingest.views.delivery_receive", autospec=True, side_effect=error
+            ):
+                response = self.post()
+
+            self.assert_error(response, 503, "database_unavailable")
+            assert int(response["Retry-After"]) > 0
+
+    def test_an_unexpected_error_gets_a_json_500_and_a_log_line_without_the_page(self):
+        failure = RuntimeError(f"boom: {INSTALL}")
+        with (
+            mock.patch(
+                "ingest.views.delivery_receive", autospec=True, side_effect=failure
+            ),
+            self.assertLogs("ingest.views", level="ERROR") as logs,
+        ):
+            response = self.post()
+
+        self.assert_error(response, 500, "internal_error")
+        assert "RuntimeError" in logs.output[0]
+        assert not any("Requirements" in line or TOKEN in line for line in logs.output)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import http.client
+import json
 from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import urlsplit
 
@@ -16,7 +17,7 @@ import pytest
 from django_q.models import OrmQ
 
 from ingest.models import Delivery
-from tests.fakes.crawlbase import FakeCrawler
+from tests.fakes.crawlbase import MONITOR_AGENT, FakeCrawler
 from tests.world import INSTALL, SITE, TOKEN
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -105,3 +106,46 @@ def test_the_same_rid_delivered_100_times_at_once_is_stored_and_queued_once(craw
     assert statuses.count("duplicate") == 99
     assert Delivery.objects.filter(rid="storm").count() == 1
     assert OrmQ.objects.count() == 1
+
+
+def post_raw(crawler: FakeCrawler, headers: list[tuple[str, bytes]], body: bytes):
+    """POST with header values as exact bytes, which http.client would re-encode."""
+    parts = urlsplit(crawler.callback_url)
+    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=10)
+    try:
+        connection.putrequest("POST", f"{parts.path}?{parts.query}")
+        for name, value in [*headers, ("Content-Length", str(len(body)).encode())]:
+            connection.putheader(name, value)
+        connection.endheaders(body)
+        response = connection.getresponse()
+        return response.status, response.getheader("Content-Type"), response.read()
+    finally:
+        connection.close()
+
+
+def test_a_raw_superscript_byte_in_a_status_header_gets_400_json(crawler):
+    status, content_type, body = post_raw(
+        crawler,
+        [
+            ("rid", b"sock-b2"),
+            ("url", f"{SITE}/a/".encode()),
+            ("Content-Type", b"text/plain"),
+            ("Content-Encoding", b"gzip"),
+            ("Original-Status", b"\xb2"),
+        ],
+        gzip.compress(b"<p>x</p>"),
+    )
+
+    assert (status, content_type) == (400, "application/json")
+    assert json.loads(body)["error"] == "bad_status"
+    assert not Delivery.objects.exists()
+
+
+def test_a_delivery_sent_with_the_monitoring_user_agent_is_stored(crawler):
+    answer = crawler.deliver(
+        rid="sock-agent", url=f"{SITE}/install/", body=INSTALL,
+        extra_headers={"User-Agent": MONITOR_AGENT},
+    )  # fmt: skip
+
+    assert (answer.status, answer.body["status"]) == (200, "queued")
+    assert Delivery.objects.filter(rid="sock-agent").exists()

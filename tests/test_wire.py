@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 
@@ -27,6 +28,23 @@ def parse(raw: bytes, **extra: str) -> wire.ParsedDelivery:
     return wire.parse_delivery(headers=headers(**extra), raw=raw, limit=LIMIT)
 
 
+def read(raw: bytes, content_type: str = "text/plain") -> str:
+    return wire.read_body(raw=raw, content_type=content_type, limit=LIMIT).text
+
+
+def envelope(**fields: object) -> bytes:
+    base = {"pc_status": 200, "original_status": 200, "rid": "r9",
+            "url": "https://x.example/", "body": "<p>x</p>"}  # fmt: skip
+    base.update(fields)
+    return gzip.compress(json.dumps(base).encode())
+
+
+def parse_json(raw: bytes) -> wire.ParsedDelivery:
+    return wire.parse_delivery(
+        headers={"content-type": "gzip/json"}, raw=raw, limit=LIMIT
+    )
+
+
 def test_it_reads_a_gzip_html_delivery():
     delivery = parse(gzip.compress(b"<h1>Hi</h1>"))
 
@@ -34,7 +52,8 @@ def test_it_reads_a_gzip_html_delivery():
     assert delivery.url == "https://docs.example.com/a"
     assert (delivery.original_status, delivery.crawler_status) == (200, 200)
     assert delivery.body_format == wire.BodyFormat.HTML
-    assert delivery.text == "<h1>Hi</h1>"
+    assert not delivery.is_probe
+    assert read(gzip.compress(b"<h1>Hi</h1>")) == "<h1>Hi</h1>"
 
 
 def test_it_detects_gzip_by_its_magic_bytes_without_the_header():
@@ -42,25 +61,22 @@ def test_it_detects_gzip_by_its_magic_bytes_without_the_header():
         gzip.compress(b"# Hi"), content_encoding="", content_type="text/markdown"
     )
 
-    assert delivery.text == "# Hi"
     assert delivery.body_format == wire.BodyFormat.MARKDOWN
+    assert read(gzip.compress(b"# Hi"), "text/markdown") == "# Hi"
 
 
 def test_it_accepts_an_uncompressed_body():
-    assert parse(b"plain", content_encoding="").text == "plain"
+    assert parse(b"plain", content_encoding="").rid == "r1"
+    assert read(b"plain") == "plain"
 
 
 def test_it_reads_the_json_format_envelope():
-    envelope = {"pc_status": 200, "original_status": 404, "rid": "r9",
-                "url": "https://x.example/", "body": "<p>x</p>"}  # fmt: skip
-    raw = gzip.compress(json.dumps(envelope).encode())
-    delivery = wire.parse_delivery(
-        headers={"content-type": "gzip/json"}, raw=raw, limit=LIMIT
-    )
+    raw = envelope(original_status=404)
+    delivery = parse_json(raw)
 
     assert (delivery.rid, delivery.url) == ("r9", "https://x.example/")
     assert (delivery.original_status, delivery.crawler_status) == (404, 200)
-    assert delivery.text == "<p>x</p>"
+    assert read(raw, "gzip/json") == "<p>x</p>"
 
 
 def test_cb_status_is_read_when_pc_status_is_absent():
@@ -161,9 +177,197 @@ def test_json_that_is_not_an_object_is_refused():
     assert caught.value.code == "bad_json"
 
 
-def test_the_monitoring_probe_is_recognised_by_rid_or_agent():
-    assert wire.is_probe_request({"rid": "dummyrequest"})
-    assert wire.is_probe_request({"user-agent": "Crawlbase Monitoring Bot 1.0"})
-    assert not wire.is_probe_request(
-        {"rid": "r1", "user-agent": "Crawlbase Delivery Bot 1.0"}
+def test_the_parsed_delivery_keeps_no_copy_of_the_page_text():
+    # The job reads the stored raw body; a decoded copy in the webhook is waste.
+    assert "text" not in {f.name for f in dataclasses.fields(wire.ParsedDelivery)}
+
+
+# -- the monitoring probe --------------------------------------------------------
+
+
+def test_the_monitoring_probe_is_recognised_by_its_rid():
+    probe = gzip.compress(json.dumps({"rid": "dummyrequest", "body": ""}).encode())
+
+    assert parse_json(probe).is_probe
+    assert parse(b"", rid="dummyrequest", url="", content_encoding="").is_probe
+
+
+def test_a_request_with_no_url_and_no_body_is_a_probe():
+    assert parse(b"", url="", content_encoding="").is_probe
+    assert parse_json(envelope(rid="x", url="", body="")).is_probe
+
+
+def test_a_delivery_is_never_taken_for_a_probe_by_its_user_agent():
+    delivery = parse(
+        gzip.compress(b"<p>x</p>"), user_agent="Crawlbase Monitoring Bot 1.0"
     )
+
+    assert not delivery.is_probe
+    assert delivery.rid == "r1"
+
+
+# -- NUL characters ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("content_type", ["text/markdown", "text/plain"])
+def test_nul_characters_are_removed_from_the_page_text(content_type):
+    assert read(gzip.compress(b"# Hi\0\n\nText\0."), content_type) == "# Hi\n\nText."
+
+
+def test_nul_characters_are_removed_from_a_json_delivery():
+    raw = envelope(body="# Hi\0 there", rid="r\x009", url="https://x.example/\0a")
+
+    assert read(raw, "gzip/json") == "# Hi there"
+    assert (parse_json(raw).rid, parse_json(raw).url) == ("r9", "https://x.example/a")
+
+
+def test_a_raw_nul_byte_in_json_is_removed_before_parsing():
+    raw = gzip.compress(b'{"rid": "r9", "url": "https://x.example/", "body": "a\0b"}')
+
+    assert read(raw, "gzip/json") == "ab"
+
+
+def test_nul_characters_are_removed_from_header_values():
+    delivery = parse(
+        b"x",
+        content_encoding="",
+        rid="r\x001",
+        url="https://docs.example.com/\x00a",
+        content_type="text/plain; charset=utf-8\x00",
+    )
+
+    assert (delivery.rid, delivery.url) == ("r1", "https://docs.example.com/a")
+    assert "\0" not in delivery.content_type
+
+
+def test_an_unpaired_surrogate_in_json_becomes_a_replacement_character():
+    raw = gzip.compress(b'{"rid": "r\\ud8009", "url": "https://x.example/",'
+                        b' "body": "a\\udc00b"}')  # fmt: skip
+
+    assert read(raw, "gzip/json") == "a\ufffdb"
+    assert parse_json(raw).rid == "r\ufffd9"
+
+
+# -- statuses and JSON -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", ["\xb2", "²⁰⁰", "٤٠٤", "２００", "1" * 5000, "0200"])
+def test_a_status_is_ascii_digits_only(value):
+    with pytest.raises(wire.DeliveryError) as caught:
+        wire.parse_status("Original-Status", value)
+
+    assert (caught.value.code, caught.value.status) == ("bad_status", 400)
+
+
+@pytest.mark.parametrize("value", ["²", "٤٠٤", [200], {"a": 1}, True, 200.0])
+def test_a_json_delivery_status_is_checked_the_same_way(value):
+    with pytest.raises(wire.DeliveryError) as caught:
+        parse_json(envelope(original_status=value))
+
+    assert caught.value.code == "bad_status"
+
+
+def test_a_json_status_may_be_a_number_or_a_string():
+    assert parse_json(envelope(original_status="404")).original_status == 404
+    assert parse_json(envelope(pc_status=None, cb_status=503)).crawler_status == 503
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"a":' * 100_000,
+        b'{"rid": "r", "x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+        b'{"rid": "r", "x": ' + b"[" * 40 + b"]" * 40 + b"}",
+    ],
+)
+def test_deeply_nested_json_is_refused(body):
+    with pytest.raises(wire.DeliveryError) as caught:
+        parse_json(gzip.compress(body))
+
+    assert (caught.value.code, caught.value.status) == ("bad_json", 400)
+
+
+def test_a_json_number_too_long_to_read_is_refused():
+    with pytest.raises(wire.DeliveryError) as caught:
+        parse_json(gzip.compress(b'{"rid": ' + b"1" * 5000 + b"}"))
+
+    assert caught.value.code == "bad_json"
+
+
+@pytest.mark.parametrize("field", ["rid", "url", "body"])
+def test_a_json_text_field_must_be_a_string(field):
+    with pytest.raises(wire.DeliveryError) as caught:
+        parse_json(envelope(**{field: ["x"]}))
+
+    assert caught.value.code == "bad_json"
+
+
+# -- gzip members -------------------------------------------------------------------
+
+
+def test_every_gzip_member_is_read():
+    raw = gzip.compress(b"<p>one</p>") + gzip.compress(b"<p>two</p>")
+
+    assert read(raw) == "<p>one</p><p>two</p>"
+    assert parse(raw).rid == "r1"
+
+
+def test_many_small_members_are_all_read():
+    raw = b"".join(gzip.compress(b"%d," % n) for n in range(2000))
+
+    assert read(raw) == "".join(f"{n}," for n in range(2000))
+
+
+@pytest.mark.parametrize("junk", [b"\0", b"\0\0\0\0", b"junk after", b"\x1f"])
+def test_junk_after_the_gzip_stream_is_refused(junk):
+    with pytest.raises(wire.DeliveryError) as caught:
+        parse(gzip.compress(b"<p>x</p>") + junk)
+
+    assert (caught.value.code, caught.value.status) == ("bad_gzip", 400)
+
+
+def test_a_truncated_second_member_is_refused():
+    raw = gzip.compress(b"<p>x</p>") + gzip.compress(b"<p>y</p>")[:-4]
+
+    with pytest.raises(wire.DeliveryError) as caught:
+        parse(raw)
+
+    assert caught.value.code == "bad_gzip"
+
+
+def test_the_inflate_limit_applies_to_all_members_together():
+    member = gzip.compress(b"a" * (LIMIT // 2 + 1))
+
+    assert len(read(member)) == LIMIT // 2 + 1
+    with pytest.raises(wire.BodyTooLarge):
+        parse(member + member)
+
+
+# -- URLs ---------------------------------------------------------------------------
+
+
+def test_the_url_passed_on_is_canonical():
+    delivery = parse(
+        b"x",
+        content_encoding="",
+        url="HTTPS://DOCS.EXAMPLE.COM:443/Upper?utm_source=a#x",
+    )
+
+    assert delivery.url == "https://docs.example.com/Upper"
+
+
+@pytest.mark.parametrize(
+    "url", ["https://", "https://x.example:99999/", "https://x.example/" + "a" * 2100]
+)
+def test_an_unusable_url_is_refused(url):
+    with pytest.raises(wire.DeliveryError) as caught:
+        parse(b"x", content_encoding="", url=url)
+
+    assert caught.value.code == "bad_url"
+
+
+def test_a_url_that_canonicalizes_past_the_length_limit_is_refused():
+    with pytest.raises(wire.DeliveryError) as caught:
+        parse(b"x", content_encoding="", url="https://x.example/" + "é" * 600)
+
+    assert caught.value.code == "bad_url"

@@ -81,7 +81,6 @@ def receive_delivery(
         original_status=original_status,
         crawler_status=crawler_status,
         body_format=wire.body_format(content_type),
-        text=body,
     )
     delivery_id, _ = delivery_receive(
         parsed=parsed, raw=gzip.compress(body.encode()), content_type=content_type
