@@ -1,31 +1,33 @@
 from __future__ import annotations
 
+from typing import Any
+
 from django.apps import AppConfig
+from django.conf import settings
 from django.db.models.signals import post_migrate
 
-# name → task; each runs every 10 minutes, in one cluster at a time.
-SCHEDULES = {
-    "ingest: re-queue stalled deliveries": "deliveries_requeue_stalled_task",
-    "ingest: refresh learned boilerplate": "sources_boilerplate_refresh_task",
-}
+from kbsite.schedules import schedules_ensure
 
 
-def _ensure_schedules(sender: AppConfig, **kwargs) -> None:
-    """The periodic jobs ingest needs, created or repaired after every migrate."""
-    from django_q.models import Schedule
-
-    stale = Schedule.objects.filter(name__startswith="ingest: ")
-    stale.exclude(name__in=SCHEDULES).delete()
-    for name, func in SCHEDULES.items():
-        Schedule.objects.update_or_create(
-            name=name,
-            defaults={
-                "func": f"ingest.tasks.{func}",
-                "schedule_type": Schedule.MINUTES,
-                "minutes": 10,
-                "repeats": -1,
-            },
-        )
+def _ensure_schedules(sender: AppConfig, **kwargs: Any) -> None:
+    """The periodic jobs ingest needs; each runs in one cluster at a time."""
+    schedules_ensure(
+        prefix="ingest: ",
+        schedules={
+            "ingest: re-queue stalled deliveries": (
+                "ingest.tasks.deliveries_requeue_stalled_task",
+                10,
+            ),
+            "ingest: refresh learned boilerplate": (
+                "ingest.tasks.sources_boilerplate_refresh_task",
+                10,
+            ),
+            "ingest: recrawl due pages": (
+                "ingest.tasks.recrawl_due_task",
+                settings.RECRAWL_SCHEDULE_MINUTES,
+            ),
+        },
+    )
 
 
 class IngestConfig(AppConfig):

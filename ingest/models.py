@@ -132,7 +132,9 @@ class Delivery(models.Model):
     def crawled_at(self) -> datetime:
         """When the crawl this delivery answers was asked for (else when it came)."""
         push = self.push if self.push_id else None  # no query when there is none
-        return push.pushed_at if push is not None else self.received_at
+        if push is not None and push.pushed_at is not None:
+            return push.pushed_at
+        return self.received_at
 
     # -- transitions: each one conditional update, whose row count says if it won ---
 

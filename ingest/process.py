@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from ingest import wire
 from ingest.content import Content, EmptyContent
+from ingest.discovery import source_links_push
 from ingest.models import Delivery
 from ingest.pipeline import content_embed, page_keep_body, page_lock, source_content
 from ingest.queueing import delivery_retry_later
@@ -74,9 +75,13 @@ def _process(delivery: Delivery) -> Outcome:
             return _apply_gone(delivery, page)
         _check_crawl_succeeded(delivery)
         content = _content(delivery, page)
-        return _apply_content(delivery, page, pushed, content)
+        outcome = _apply_content(delivery, page, pushed, content)
     except Skip as skip:
         return _apply_skip(delivery, page, skip)
+    if outcome == Outcome.EMBEDDED:
+        # New content may link to pages the crawler has not been given yet.
+        source_links_push(source=page.source, page=page, content=content)
+    return outcome
 
 
 def _resolve_page(delivery: Delivery) -> tuple[Page | None, Page | None]:
@@ -246,5 +251,7 @@ def _finish(
 ) -> Outcome:
     delivery.mark_done(outcome=outcome, note=note, page_id=page.pk if page else None)
     if delivery.push_id:
-        Push.objects.filter(pk=delivery.push_id).update(delivered_at=timezone.now())
+        Push.objects.filter(pk=delivery.push_id).update(
+            state=Push.State.DELIVERED, delivered_at=timezone.now()
+        )
     return outcome

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ingest.process import delivery_process
 from ingest.queueing import deliveries_requeue_stalled
+from ingest.recrawl import recrawl_due
 from ingest.rederive import source_pages_rederive, sources_boilerplate_refresh
 from sources.models import Source
 
@@ -24,3 +25,7 @@ def source_pages_rederive_task(source_id: int, shapes: list[int]) -> int:
 
 def sources_boilerplate_refresh_task() -> int:
     return sources_boilerplate_refresh()
+
+
+def recrawl_due_task() -> str:
+    return str(recrawl_due())

@@ -193,6 +193,23 @@ DELIVERY_MAX_ATTEMPTS = env_int("DELIVERY_MAX_ATTEMPTS", 5, minimum=1)
 DELIVERY_RETRY_SECONDS = env_int("DELIVERY_RETRY_SECONDS", 30, minimum=0)
 CRAWLBASE_TOKEN = env_secret("CRAWLBASE_TOKEN")
 CRAWLBASE_CRAWLER = env_str("CRAWLBASE_CRAWLER")
+# The Crawling API that pushes go to; tests and staging point it at a stand-in.
+CRAWLBASE_API_URL = env_str("CRAWLBASE_API_URL", "https://api.crawlbase.com/")
+if not CRAWLBASE_API_URL.endswith("/"):
+    CRAWLBASE_API_URL += "/"
+# Pushes per second, at most (Crawlbase allows about 30 per token).
+CRAWLBASE_PUSH_RATE = env_int("CRAWLBASE_PUSH_RATE", 20, minimum=1, maximum=100)
+# A sent push with no delivery after this many seconds expires and is pushed again.
+CRAWLBASE_PUSH_TIMEOUT = env_int("CRAWLBASE_PUSH_TIMEOUT", 3600, minimum=60)
+# First pause after a 429 or 5xx from Crawlbase; it doubles with each refusal.
+CRAWLBASE_RETRY_SECONDS = env_float(
+    "CRAWLBASE_RETRY_SECONDS", 1.0, minimum=0.0, maximum=60.0
+)
+# Minutes between two runs of the due-recrawl planner (a django-q2 schedule).
+RECRAWL_SCHEDULE_MINUTES = env_int("RECRAWL_SCHEDULE_MINUTES", 5, minimum=1)
+# Where editors and crawlers reach this site: used for the callback URL shown in
+# the admin, e.g. https://kb.example.com
+PUBLIC_URL = env_str("PUBLIC_URL", f"http://127.0.0.1:{PORT}").rstrip("/")
 
 # A line shape (digits masked) on at least this many pages, and this percentage of a
 # source's live pages, is boilerplate and is stripped before hashing and chunking.

@@ -1,6 +1,26 @@
+from __future__ import annotations
+
+from typing import Any
+
 from django.apps import AppConfig
+from django.db.models.signals import post_migrate
+
+from kbsite.schedules import schedules_ensure
+
+
+def _ensure_schedules(sender: AppConfig, **kwargs: Any) -> None:
+    # A backstop: pushes are also sent as soon as they are queued.
+    schedules_ensure(
+        prefix="sources: ",
+        schedules={
+            "sources: send queued pushes": ("sources.tasks.pushes_send_task", 1)
+        },
+    )
 
 
 class SourcesConfig(AppConfig):
     name = "sources"
     verbose_name = "Sources and pages"
+
+    def ready(self) -> None:
+        post_migrate.connect(_ensure_schedules, sender=self)

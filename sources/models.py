@@ -8,6 +8,7 @@ from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
 from django.core.exceptions import ValidationError
 from django.db import models
+from django.db.models import Q
 from django.utils import timezone
 
 # Gone and redirected pages are checked this many intervals apart.
@@ -69,6 +70,27 @@ class Source(models.Model):
     recrawl_every = models.DurationField(
         default=timedelta(days=7),
         help_text="How often pages are checked again, e.g. 7 00:00:00 for a week.",
+    )
+    max_pages = models.PositiveIntegerField(
+        default=5000,
+        help_text="Pages discovered from seeds, sitemaps and links stop at this "
+        "many, e.g. 5000.",
+    )
+    crawlbase_format = models.CharField(
+        "Crawlbase format",
+        max_length=10,
+        choices=[("html", "HTML"), ("md", "Markdown")],
+        default="html",
+        help_text="What Crawlbase delivers. HTML lets the content selector pick the "
+        "main text; Markdown arrives with the page's menus.",
+    )
+    page_wait = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Crawlbase: milliseconds to wait for JavaScript, e.g. 2000.",
+    )
+    ajax_wait = models.BooleanField(
+        default=False, help_text="Crawlbase: wait for the page's AJAX requests."
     )
     allowed_groups = models.ManyToManyField(
         Group,
@@ -145,6 +167,15 @@ class LineShape(models.Model):
 
     def __str__(self) -> str:
         return f"{self.example} ({self.pages} pages)"
+
+
+class PageQuerySet(models.QuerySet["Page"]):
+    def due(self, *, now: datetime) -> PageQuerySet:
+        """Pages whose next check has come, and pages never crawled yet."""
+        return self.filter(
+            Q(next_crawl_at__lte=now)
+            | Q(next_crawl_at=None, status=Page.Status.PENDING)
+        )
 
 
 class Page(models.Model):
@@ -248,6 +279,8 @@ class Page(models.Model):
         default=0, editable=False, help_text="Tokens embedded for this page, ever."
     )
     created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = PageQuerySet.as_manager()
 
     class Meta:
         ordering = ["url"]
@@ -369,24 +402,75 @@ class PageVersion(models.Model):
         return f"{self.page} {self.kind} at {self.recorded_at:%Y-%m-%d %H:%M}"
 
 
+class PushQuerySet(models.QuerySet["Push"]):
+    def in_flight(self) -> PushQuerySet:
+        """Waiting to be sent, or sent and not yet delivered nor expired."""
+        return self.filter(state__in=Push.IN_FLIGHT)
+
+    def sendable(self, *, now: datetime) -> PushQuerySet:
+        return self.filter(state=Push.State.QUEUED).filter(
+            Q(next_attempt_at=None) | Q(next_attempt_at__lte=now)
+        )
+
+
 class Push(models.Model):
-    """One URL sent to a crawler, remembered by the request id the crawler gave back.
+    """One URL sent to Crawlbase, remembered by the request id (rid) it gave back.
 
     It tells which crawl a delivery answers (and so whether it is older than what the
-    page already shows), and which URLs are still in flight.
+    page already shows), and which URLs are in flight: a page has at most one push
+    waiting or sent, until it is delivered or expires.
     """
 
-    rid = models.CharField("request id", max_length=100, unique=True)
+    class State(models.TextChoices):
+        QUEUED = "queued", "Waiting to be sent"
+        SENT = "sent", "Sent, waiting for the delivery"
+        DELIVERED = "delivered", "Delivered"
+        EXPIRED = "expired", "No delivery in time"
+        FAILED = "failed", "Could not be sent"
+
+    IN_FLIGHT = [State.QUEUED, State.SENT]
+
+    rid = models.CharField(
+        "request id",
+        max_length=100,
+        unique=True,
+        null=True,
+        blank=True,
+        help_text="Given by Crawlbase when the push is accepted.",
+    )
     page = models.ForeignKey(Page, on_delete=models.CASCADE, related_name="pushes")
     url = models.URLField("URL", max_length=2048)
-    pushed_at = models.DateTimeField(default=timezone.now)
+    state = models.CharField(max_length=20, choices=State.choices, default=State.QUEUED)
+    queued_at = models.DateTimeField(default=timezone.now)
+    pushed_at = models.DateTimeField(
+        null=True, blank=True, help_text="When Crawlbase accepted it."
+    )
     delivered_at = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    error = models.CharField(max_length=500, blank=True)
+
+    objects = PushQuerySet.as_manager()
 
     class Meta:
-        ordering = ["-pushed_at"]
+        verbose_name = "push to Crawlbase"
+        verbose_name_plural = "pushes to Crawlbase"
+        ordering = ["-queued_at"]
         indexes = [
             models.Index(fields=["page", "-pushed_at"], name="push_page_idx"),
+            models.Index(
+                fields=["state", "next_attempt_at"],
+                name="push_state_idx",
+                condition=Q(state__in=["queued", "sent"]),
+            ),
+        ]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["page"],
+                condition=Q(state__in=["queued", "sent"]),
+                name="push_one_in_flight_per_page",
+            ),
         ]
 
     def __str__(self) -> str:
-        return f"{self.rid} {self.url}"
+        return f"{self.rid or 'queued'} {self.url}"

@@ -1,0 +1,61 @@
+"""Links found in delivered pages, for sources whose crawler only fetches what it is
+given (Crawlbase's Enterprise Crawler): each in-scope URL new to the source becomes a
+page and is pushed once, up to the source's ``max_pages``."""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import urljoin, urlsplit
+
+from django.conf import settings
+from selectolax.lexbor import LexborHTMLParser
+
+from ingest import wire
+from ingest.content import Content
+from ingest.recrawl import RecrawlPlan, pages_recrawl
+from kbsite.canonical import canonical_url
+from sources.models import Page, Source
+from sources.scope import source_covers
+
+MARKDOWN_LINK = re.compile(r"\]\((<[^>]+>|[^)\s]+)")
+
+
+def body_links(*, text: str, markdown: bool, base_url: str) -> list[str]:
+    """Absolute http(s) URLs linked from a page, canonical, in order, once each."""
+    if markdown:
+        hrefs = [m.group(1).strip("<>") for m in MARKDOWN_LINK.finditer(text)]
+    else:
+        tree = LexborHTMLParser(text)
+        hrefs = [node.attributes.get("href") or "" for node in tree.css("a[href]")]
+    found: dict[str, None] = {}
+    for href in hrefs:
+        url = urljoin(base_url, href.strip())
+        if urlsplit(url).scheme in {"http", "https"}:
+            found[canonical_url(url)] = None
+    return list(found)
+
+
+def source_links_push(*, source: Source, page: Page, content: Content) -> RecrawlPlan:
+    """Pages (and pushes) for the in-scope links of ``page`` new to its source."""
+    if source.fetcher != Source.Fetcher.CRAWLBASE:
+        return RecrawlPlan()
+    body = wire.read_body(
+        raw=content.raw_body,
+        content_type=content.content_type,
+        limit=settings.WEBHOOK_MAX_BODY_BYTES,
+    )
+    links = body_links(
+        text=body.text,
+        markdown=body.format == wire.BodyFormat.MARKDOWN,
+        base_url=page.url,
+    )
+    wanted = [url for url in links if url != page.url and source_covers(source, url)]
+    known = set(Page.objects.filter(url__in=wanted).values_list("url", flat=True))
+    room = source.max_pages - source.pages.count()
+    new = [url for url in wanted if url not in known][: max(0, room)]
+    if not new:
+        return RecrawlPlan()
+    Page.objects.bulk_create(
+        [Page(source=source, url=url) for url in new], ignore_conflicts=True
+    )
+    return pages_recrawl(pages=Page.objects.filter(url__in=new, source=source))

@@ -1,0 +1,123 @@
+"""Recrawls: which pages are checked again, and handing them to their fetcher.
+
+Every page is due at its own time (``Page.next_crawl_at``). The planner runs as a
+django-q2 schedule and as ``manage.py recrawl``; a PostgreSQL advisory lock lets
+one planner act at a time however many clusters or commands run, and the partial
+unique index on in-flight pushes makes a second push of a page impossible anyway.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db import connection, transaction
+from django.db.models import QuerySet
+from django.utils import timezone
+from django_q.tasks import async_task
+
+from kbsite.canonical import canonical_url
+from sources.models import Page, Source
+from sources.pushing import pages_push_queue, pushes_expire
+from sources.scope import source_covers, source_for_url
+
+# pg_try_advisory_xact_lock key of the planner ("kb plan").
+PLANNER_LOCK = 0x6B62_706C
+SEND_TASK = "sources.tasks.pushes_send_task"
+
+
+@dataclass
+class RecrawlPlan:
+    selected: int = 0
+    queued: int = 0
+    in_flight: int = 0  # skipped: a push of the page is waiting or sent
+    not_crawlbase: int = 0  # skipped: the source has no Crawlbase fetcher
+    out_of_scope: int = 0  # URLs no source covers
+    busy: bool = False  # another planner was at work; nothing done
+
+    def __str__(self) -> str:
+        if self.busy:
+            return "another recrawl is being planned; nothing done"
+        return (
+            f"{self.selected} pages selected, {self.queued} queued for Crawlbase, "
+            f"{self.in_flight} skipped (in flight), {self.not_crawlbase} skipped "
+            f"(built-in fetcher), {self.out_of_scope} URLs out of every scope"
+        )
+
+
+def recrawl_due(
+    *,
+    source: Source | None = None,
+    everything: bool = False,
+    limit: int | None = None,
+    dry_run: bool = False,
+    now: datetime | None = None,
+) -> RecrawlPlan:
+    """Queue the due pages (or every page with ``everything``) for their crawler."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        if not _planner_lock():
+            return RecrawlPlan(busy=True)
+        if not dry_run:
+            pushes_expire(now=now)
+        pages = Page.objects.all() if everything else Page.objects.due(now=now)
+        if source is not None:
+            pages = pages.filter(source=source)
+        pages = pages.order_by("next_crawl_at", "pk")
+        return pages_recrawl(pages=pages, limit=limit, dry_run=dry_run)
+
+
+def pages_recrawl(
+    *, pages: QuerySet[Page], limit: int | None = None, dry_run: bool = False
+) -> RecrawlPlan:
+    """Queue pushes for these pages (those of Crawlbase sources), at most ``limit``."""
+    crawlbase = pages.filter(source__fetcher=Source.Fetcher.CRAWLBASE)
+    plan = RecrawlPlan(
+        not_crawlbase=pages.exclude(pk__in=crawlbase.values("pk")).count()
+    )
+    chosen = crawlbase[:limit] if limit is not None else crawlbase
+    if dry_run:
+        plan.selected = chosen.count()
+        plan.in_flight = chosen.filter(pushes__state__in=["queued", "sent"]).count()
+        return plan
+    plan.queued, plan.in_flight = pages_push_queue(pages=chosen)
+    plan.selected = plan.queued + plan.in_flight
+    if plan.queued:
+        transaction.on_commit(pushes_send_soon)
+    return plan
+
+
+def urls_recrawl(*, urls: Iterable[str], source: Source | None = None) -> RecrawlPlan:
+    """Queue these URLs: pages are created for new ones, in the source given or
+    the most specific one covering each URL; URLs no source covers are counted."""
+    plan = RecrawlPlan()
+    ids = []
+    with transaction.atomic():
+        for url in dict.fromkeys(canonical_url(u) for u in urls):
+            owner = source if source and source_covers(source, url) else None
+            owner = owner or (None if source else source_for_url(url))
+            page = Page.objects.filter(url=url).first()
+            if page is None and owner is None:
+                plan.out_of_scope += 1
+                continue
+            page = page or Page.objects.create(url=url, source=owner)
+            ids.append(page.pk)
+        found = pages_recrawl(pages=Page.objects.filter(pk__in=ids))
+    found.out_of_scope = plan.out_of_scope
+    return found
+
+
+def source_crawl_start(*, source: Source) -> RecrawlPlan:
+    """A source's first crawl: a page for each seed, queued for its crawler."""
+    return urls_recrawl(urls=source.seeds[: source.max_pages], source=source)
+
+
+def pushes_send_soon() -> None:
+    async_task(SEND_TASK, task_name="send queued pushes")
+
+
+def _planner_lock() -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_xact_lock(%s)", [PLANNER_LOCK])
+        return bool(cursor.fetchone()[0])

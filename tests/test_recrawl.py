@@ -1,0 +1,307 @@
+"""Pushing pages to Crawlbase and recrawling them on their own schedules."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.test import override_settings
+from django.utils import timezone
+
+from ingest.models import Delivery
+from ingest.recrawl import recrawl_due, source_crawl_start, urls_recrawl
+from retrieval.models import Chunk
+from sources.models import Page, Push, Source
+from sources.pushing import pushes_send
+from tests.fakes.crawlbase_api import CRAWLER, TOKEN, FakeCrawlbaseAPI, SitePage
+from tests.world import SITE, page_html, run_queued
+from tests.world import TOKEN as WEBHOOK_TOKEN
+
+DELIVERY_TASK = "ingest.tasks.delivery_process_task"
+
+
+@pytest.fixture
+def crawlbase(settings, live_server):
+    """The fake Crawling API, delivering to this test's live webhook."""
+    with FakeCrawlbaseAPI(
+        callback_url=f"{live_server.url}/webhooks/crawlbase/?token={WEBHOOK_TOKEN}"
+    ) as fake:
+        settings.CRAWLBASE_TOKEN = TOKEN
+        settings.CRAWLBASE_CRAWLER = CRAWLER
+        settings.CRAWLBASE_API_URL = fake.base_url
+        settings.CRAWLBASE_RETRY_SECONDS = 0.05
+        settings.WEBHOOK_TOKEN = WEBHOOK_TOKEN
+        settings.DELIVERY_RETRY_SECONDS = 0
+        yield fake
+
+
+@pytest.fixture
+def source(db):
+    return Source.objects.create(
+        name="Example docs",
+        fetcher=Source.Fetcher.CRAWLBASE,
+        seed_urls=f"{SITE}/\n",
+        deny_patterns="/private/",
+    )
+
+
+def make_page(source: Source, path: str, **fields) -> Page:
+    return Page.objects.create(source=source, url=f"{SITE}{path}", **fields)
+
+
+def queued_urls() -> list[str]:
+    return sorted(Push.objects.in_flight().values_list("url", flat=True))
+
+
+# -- which pages are due -------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_due_selection_honours_each_pages_own_time_and_tombstones(source):
+    now = timezone.now()
+    make_page(source, "/new/")  # never crawled
+    make_page(source, "/due/", status="live", next_crawl_at=now - timedelta(minutes=1))
+    make_page(source, "/later/", status="live", next_crawl_at=now + timedelta(hours=1))
+    make_page(source, "/gone/", status="gone", next_crawl_at=now + timedelta(days=30))
+    make_page(source, "/gone-due/", status="gone", next_crawl_at=now - timedelta(1))
+
+    plan = recrawl_due(now=now)
+
+    assert queued_urls() == [f"{SITE}/due/", f"{SITE}/gone-due/", f"{SITE}/new/"]
+    assert (plan.queued, plan.in_flight) == (3, 0)
+
+
+@pytest.mark.django_db
+def test_a_page_in_flight_is_not_pushed_again(source):
+    make_page(source, "/a/")
+
+    first, second = recrawl_due(), recrawl_due()
+
+    assert (first.queued, second.queued, second.in_flight) == (1, 0, 1)
+    assert Push.objects.count() == 1
+
+
+@pytest.mark.django_db
+def test_a_dry_run_counts_and_queues_nothing(source):
+    make_page(source, "/a/")
+    make_page(source, "/b/")
+
+    plan = recrawl_due(dry_run=True)
+
+    assert plan.selected == 2
+    assert not Push.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_recrawls_at_once_push_each_due_url_once(source):
+    for n in range(200):
+        make_page(source, f"/p{n}/")
+    start = threading.Barrier(2)
+    plans = []
+
+    def plan() -> None:
+        start.wait()
+        try:
+            plans.append(recrawl_due())
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=plan) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert Push.objects.count() == 200
+    assert Push.objects.values("page").distinct().count() == 200
+    assert sum(p.queued for p in plans) == 200
+
+
+@pytest.mark.django_db
+def test_a_sent_push_with_no_delivery_in_time_is_pushed_again(source, settings):
+    page = make_page(source, "/a/")
+    old = timezone.now() - timedelta(seconds=settings.CRAWLBASE_PUSH_TIMEOUT + 60)
+    Push.objects.create(
+        page=page, url=page.url, rid="lost", state="sent", pushed_at=old
+    )
+
+    plan = recrawl_due()
+
+    assert plan.queued == 1
+    assert Push.objects.get(rid="lost").state == Push.State.EXPIRED
+    assert Push.objects.get(state=Push.State.QUEUED).page == page
+
+
+# -- sending -------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_pushes_go_through_the_sdk_with_the_crawler_and_the_sources_options(
+    source, crawlbase
+):
+    source.page_wait, source.ajax_wait, source.crawlbase_format = 2000, True, "md"
+    source.save()
+    urls_recrawl(urls=[f"{SITE}/a/?utm_source=x#top"])
+
+    report = pushes_send()
+
+    (pushed,) = crawlbase.pushes
+    assert pushed.url == f"{SITE}/a/", "normalized before it is pushed"
+    assert pushed.params | {"url": "", "token": ""} == {
+        "url": "", "token": "", "crawler": CRAWLER, "callback": "true",
+        "format": "md", "page_wait": "2000", "ajax_wait": "true",
+    }  # fmt: skip
+    push = Push.objects.get()
+    assert (push.state, push.rid) == (Push.State.SENT, pushed.rid)
+    assert push.page.pushed_url == f"{SITE}/a/"
+    assert report.pushed == 1
+
+
+@pytest.mark.django_db
+def test_429_slows_pushing_down_and_loses_nothing(source, crawlbase):
+    urls_recrawl(urls=[f"{SITE}/p{n}/" for n in range(5)])
+    crawlbase.refuse_next(3)
+
+    report = pushes_send()
+
+    assert len(crawlbase.refused) == 3
+    assert sorted(crawlbase.urls()) == sorted(f"{SITE}/p{n}/" for n in range(5))
+    assert set(Push.objects.values_list("state", flat=True)) == {Push.State.SENT}
+    assert (report.pushed, report.retried, report.failed) == (5, 3, 0)
+    # Each refusal paused the sender before anything else went out.
+    gaps = [b - a for a, b in itertools.pairwise(crawlbase.refused)]
+    assert all(gap >= 0.05 for gap in gaps)
+
+
+@pytest.mark.django_db
+@override_settings(CRAWLBASE_PUSH_RATE=20)
+def test_pushes_stay_within_the_providers_rate(source, crawlbase):
+    crawlbase.max_per_second = 20  # more would be answered 429
+    urls_recrawl(urls=[f"{SITE}/p{n}/" for n in range(30)])
+
+    report = pushes_send()
+
+    assert report.pushed == 30
+    assert crawlbase.refused == []
+
+
+@pytest.mark.django_db
+def test_the_sdk_answer_is_read_whatever_its_content_type(source, crawlbase):
+    crawlbase.json_content_type = "application/json"
+    urls_recrawl(urls=[f"{SITE}/a/"])
+
+    pushes_send()
+
+    assert Push.objects.get().rid == crawlbase.pushes[0].rid
+
+
+@pytest.mark.django_db
+def test_links_out_of_scope_are_never_pushed(source, crawlbase):
+    crawlbase.site[f"{SITE}/"] = SitePage(
+        body=page_html("Home", ("Start", "Welcome."))
+        + f'<a href="/guide/">Guide</a><a href="{SITE}/private/keys">Keys</a>'
+        '<a href="https://elsewhere.example.org/">Elsewhere</a>'
+        '<a href="/guide/?utm_source=home#intro">Guide again</a>'
+    )
+    source_crawl_start(source=source)
+    pushes_send()
+    crawlbase.deliver_pending()
+
+    run_queued(DELIVERY_TASK)
+    pushes_send()
+
+    assert crawlbase.urls() == [f"{SITE}/", f"{SITE}/guide/"]
+    assert not Page.objects.filter(url__contains="private").exists()
+
+
+# -- the whole loop ------------------------------------------------------------------
+
+
+def edited_page(second: str) -> str:
+    return page_html(
+        "Install",
+        ("Requirements", "You need Python 3.11 and PostgreSQL 16 to run it."),
+        ("With pip", second),
+        ("Upgrading", "Read the release notes before every upgrade."),
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_push_deliver_index_recrawl_one_changed_chunk_then_gone(source, crawlbase):
+    url = f"{SITE}/install/"
+    crawlbase.site[url] = SitePage(body=edited_page("Run pip install example."))
+    urls_recrawl(urls=[url])
+    pushes_send()
+    crawlbase.deliver_pending()
+    assert run_queued(DELIVERY_TASK) == ["embedded"]
+    page = Page.objects.get(url=url)
+    before = dict(page.chunks.values_list("heading", "embed_hash"))
+    assert page.is_live and len(before) >= 3
+
+    # Time passes; the site edits one paragraph; the page comes due.
+    crawlbase.site[url] = SitePage(body=edited_page("Run pipx install example."))
+    Page.objects.filter(pk=page.pk).update(next_crawl_at=timezone.now())
+    recrawl_due()
+    pushes_send()
+    crawlbase.deliver_pending()
+    assert run_queued(DELIVERY_TASK) == ["embedded"]
+
+    after = dict(
+        Page.objects.get(pk=page.pk).chunks.values_list("heading", "embed_hash")
+    )
+    changed = {h for h in after if after[h] != before.get(h)}
+    assert changed == {"Install › With pip"}
+    delivery = Delivery.objects.order_by("-pk").first()
+    assert "1 new chunk texts" in delivery.error
+    assert Push.objects.filter(state=Push.State.DELIVERED).count() == 2
+
+    # Then it disappears.
+    crawlbase.site[url] = SitePage(status=410, body="Gone")
+    Page.objects.filter(pk=page.pk).update(next_crawl_at=timezone.now())
+    recrawl_due()
+    pushes_send()
+    crawlbase.deliver_pending()
+    assert run_queued(DELIVERY_TASK) == ["deleted"]
+    assert Page.objects.get(pk=page.pk).status == Page.Status.GONE
+    assert not Chunk.objects.filter(page=page).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_delivery_is_matched_to_its_push_across_a_redirect(source, crawlbase):
+    old, new = f"{SITE}/setup/", f"{SITE}/install/"
+    crawlbase.site[old] = SitePage(body=edited_page("Run pip."), final_url=new)
+    urls_recrawl(urls=[old])
+    pushes_send()
+
+    crawlbase.deliver_pending()
+    run_queued(DELIVERY_TASK)
+
+    push = Push.objects.get()
+    delivery = Delivery.objects.get()
+    assert delivery.push == push and delivery.url == new
+    assert push.state == Push.State.DELIVERED
+    assert Page.objects.get(url=old).redirect_to == Page.objects.get(url=new)
+    assert Page.objects.get(url=new).is_live
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_captcha_keeps_the_page_and_counts_a_failure(source, crawlbase):
+    url = f"{SITE}/install/"
+    crawlbase.site[url] = SitePage(body=edited_page("Run pip."))
+    urls_recrawl(urls=[url])
+    pushes_send()
+    crawlbase.deliver_pending()
+    run_queued(DELIVERY_TASK)
+
+    crawlbase.site[url] = SitePage(body="<h1>Are you a robot?</h1>", pc_status=503)
+    urls_recrawl(urls=[url])
+    pushes_send()
+    crawlbase.deliver_pending()
+
+    assert run_queued(DELIVERY_TASK) == ["skipped"]
+    page = Page.objects.get(url=url)
+    assert page.is_live and "pip" in page.markdown
+    assert page.failure_count == 1
