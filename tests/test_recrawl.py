@@ -5,8 +5,10 @@ from __future__ import annotations
 import itertools
 import threading
 from datetime import timedelta
+from io import StringIO
 
 import pytest
+from django.core.management import CommandError, call_command
 from django.db import connection
 from django.test import override_settings
 from django.utils import timezone
@@ -305,3 +307,58 @@ def test_a_captcha_keeps_the_page_and_counts_a_failure(source, crawlbase):
     page = Page.objects.get(url=url)
     assert page.is_live and "pip" in page.markdown
     assert page.failure_count == 1
+
+
+# -- the commands --------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_crawlbase_push_sends_urls_and_says_what_it_did(source, crawlbase):
+    out = StringIO()
+
+    call_command("crawlbase_push", f"{SITE}/a/", f"{SITE}/b/", "https://else.where/",
+                 stdout=out, stderr=StringIO())  # fmt: skip
+
+    assert sorted(crawlbase.urls()) == [f"{SITE}/a/", f"{SITE}/b/"]
+    summary = out.getvalue()
+    assert (
+        "2 queued for Crawlbase" in summary and "1 URLs out of every scope" in summary
+    )
+    assert "2 pushed" in summary
+
+
+@pytest.mark.django_db
+def test_crawlbase_push_of_a_source_pushes_its_seeds(source, crawlbase):
+    call_command("crawlbase_push", "--source", "Example docs",
+                 stdout=StringIO(), stderr=StringIO())  # fmt: skip
+
+    assert crawlbase.urls() == [f"{SITE}/"]
+
+
+@pytest.mark.django_db
+def test_recrawl_dry_run_and_limit(source, crawlbase):
+    for n in range(5):
+        make_page(source, f"/p{n}/")
+    out = StringIO()
+
+    call_command("recrawl", "--dry-run", stdout=out)
+    assert "5 pages selected" in out.getvalue() and not Push.objects.exists()
+
+    call_command("recrawl", "--limit", "2", stdout=StringIO(), stderr=StringIO())
+    assert len(crawlbase.pushes) == 2
+
+
+@pytest.mark.django_db
+def test_commands_fail_clearly_without_crawlbase_settings(source, settings):
+    settings.CRAWLBASE_TOKEN = ""
+    make_page(source, "/a/")
+
+    with pytest.raises(CommandError, match="CRAWLBASE_TOKEN and CRAWLBASE_CRAWLER"):
+        call_command("recrawl", stdout=StringIO(), stderr=StringIO())
+    assert Push.objects.get().state == Push.State.QUEUED, "kept for later"
+
+
+@pytest.mark.django_db
+def test_an_unknown_source_name_is_an_error_naming_the_known_ones(source):
+    with pytest.raises(CommandError, match="sources: Example docs"):
+        call_command("recrawl", "--source", "Nope")

@@ -1,0 +1,43 @@
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from ingest.recrawl import source_crawl_start, urls_recrawl
+from ingest.recrawl_command import plan_send, source_named
+
+
+class Command(BaseCommand):
+    help = (
+        "Push URLs to Crawlbase's Enterprise Crawler (it delivers them to the "
+        "webhook). URLs in flight are skipped; pushes go at CRAWLBASE_PUSH_RATE."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("urls", nargs="*", help="URLs to push.")
+        parser.add_argument(
+            "--file", type=Path, help="A file of URLs to push, one per line."
+        )
+        parser.add_argument(
+            "--source",
+            help="Push this source's seeds (with URLs: the source they belong to; "
+            "default: the most specific source covering each URL).",
+        )
+
+    def handle(self, *args: Any, urls: list[str], file: Path | None,
+               source: str | None, **options: Any) -> None:  # fmt: skip
+        owner = source_named(source)
+        if file is not None:
+            try:
+                urls = [*urls, *file.read_text().split()]
+            except OSError as exc:
+                raise CommandError(f"cannot read {file}: {exc}") from exc
+        if urls:
+            plan = urls_recrawl(urls=urls, source=owner)
+        elif owner is not None:
+            plan = source_crawl_start(source=owner)
+        else:
+            raise CommandError("give URLs, --file or --source")
+        plan_send(self, plan)
