@@ -8,10 +8,14 @@ from datetime import timedelta
 from io import StringIO
 
 import pytest
+from django.contrib.auth.models import User
+from django.core.cache import cache
 from django.core.management import CommandError, call_command
 from django.db import connection
 from django.test import override_settings
 from django.utils import timezone
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
 
 from ingest.models import Delivery
 from ingest.recrawl import recrawl_due, source_crawl_start, urls_recrawl
@@ -362,3 +366,85 @@ def test_commands_fail_clearly_without_crawlbase_settings(source, settings):
 def test_an_unknown_source_name_is_an_error_naming_the_known_ones(source):
     with pytest.raises(CommandError, match="sources: Example docs"):
         call_command("recrawl", "--source", "Nope")
+
+
+# -- the automation endpoints --------------------------------------------------------
+
+
+def api_as(user: User | None) -> APIClient:
+    client = APIClient()
+    if user is not None:
+        token = Token.objects.create(user=user)
+        client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+    return client
+
+
+@pytest.fixture
+def staff(db):
+    return api_as(User.objects.create_user("ops", is_staff=True))
+
+
+@pytest.mark.django_db
+def test_only_staff_tokens_may_recrawl_or_read_stats(source):
+    anonymous, reader = api_as(None), api_as(User.objects.create_user("reader"))
+
+    for path in ["/api/recrawl/", "/api/crawler-stats/"]:
+        call = "post" if path == "/api/recrawl/" else "get"
+        assert getattr(anonymous, call)(path, {}, format="json").status_code == 401
+        assert getattr(reader, call)(path, {}, format="json").status_code == 403
+
+
+@pytest.mark.django_db
+def test_staff_queue_urls_or_a_sources_due_pages(source, staff):
+    make_page(source, "/due/")
+
+    by_urls = staff.post(
+        "/api/recrawl/", {"urls": [f"{SITE}/a/", "https://else.where/"]}, format="json"
+    )
+    by_source = staff.post("/api/recrawl/", {"source": source.pk}, format="json")
+
+    assert by_urls.status_code == 202
+    assert by_urls.json() | {"selected": 0} == {
+        "selected": 0, "queued": 1, "in_flight": 0, "not_crawlbase": 0,
+        "out_of_scope": 1,
+    }  # fmt: skip
+    assert by_source.status_code == 202 and by_source.json()["queued"] == 1
+    assert queued_urls() == [f"{SITE}/a/", f"{SITE}/due/"]
+
+
+@pytest.mark.django_db
+def test_a_bad_recrawl_request_is_a_400_with_a_json_error(source, staff):
+    for body in [{}, {"urls": ["not a url"]}, {"urls": [f"{SITE}/"], "source": 1},
+                 {"source": 999999}]:  # fmt: skip
+        response = staff.post("/api/recrawl/", body, format="json")
+        assert response.status_code == 400, body
+        assert response.json()["error"]
+
+
+@pytest.mark.django_db
+def test_crawler_stats_are_passed_through_and_cached(crawlbase, staff):
+    cache.clear()
+    crawlbase.stats = {"waiting": 3, "running": 1}
+
+    first = staff.get("/api/crawler-stats/")
+    crawlbase.stats = {"waiting": 0}
+    second = staff.get("/api/crawler-stats/")
+
+    assert first.status_code == 200 and first.json() == {"waiting": 3, "running": 1}
+    assert second.json() == first.json(), "served from the cache"
+
+
+@pytest.mark.django_db
+def test_crawler_stats_failures_are_clear_json_errors(crawlbase, staff, settings):
+    cache.clear()
+    crawlbase.stats_status = 500
+    assert staff.get("/api/crawler-stats/").json()["error"] == "crawlbase_error"
+
+    settings.CRAWLBASE_API_URL = "http://127.0.0.1:9/"  # nothing listens there
+    cache.clear()
+    unreachable = staff.get("/api/crawler-stats/")
+    assert unreachable.status_code == 503
+    assert unreachable.json()["error"] == "crawlbase_unreachable"
+
+    settings.CRAWLBASE_TOKEN = ""
+    assert staff.get("/api/crawler-stats/").status_code == 503
