@@ -31,7 +31,9 @@ class RecrawlRequestSerializer(serializers.Serializer):
         max_length=1000,
         help_text="URLs to push; pages are created in the source covering each.",
     )
-    source = serializers.PrimaryKeyRelatedField(
+    # The metaclass moves declared fields off the class: this does not shadow
+    # Field.source at run time, whatever the stubs say.
+    source = serializers.PrimaryKeyRelatedField(  # type: ignore[assignment]
         queryset=Source.objects.all(),
         required=False,
         help_text="A source id: push its pages (with due=true, only the due ones).",

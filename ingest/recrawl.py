@@ -98,10 +98,11 @@ def urls_recrawl(*, urls: Iterable[str], source: Source | None = None) -> Recraw
             owner = source if source and source_covers(source, url) else None
             owner = owner or (None if source else source_for_url(url))
             page = Page.objects.filter(url=url).first()
-            if page is None and owner is None:
-                plan.out_of_scope += 1
-                continue
-            page = page or Page.objects.create(url=url, source=owner)
+            if page is None:
+                if owner is None:
+                    plan.out_of_scope += 1
+                    continue
+                page = Page.objects.create(url=url, source=owner)
             ids.append(page.pk)
         found = pages_recrawl(pages=Page.objects.filter(pk__in=ids))
     found.out_of_scope = plan.out_of_scope

@@ -81,6 +81,7 @@ class PageAdmin(admin.ModelAdmin):
         "last_error",
         "embedding_tokens",
         "extractor_version",
+        "next_crawl_at",
         "created_at",
         "chunk_list",
         "markdown",

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from django.contrib.auth import get_user_model
-from django.test import TestCase
+from django.test import TestCase, override_settings
 from django.urls import reverse
 from django_q.models import OrmQ
 
@@ -95,3 +95,84 @@ class AdminPagesTests(TestCase):
         assert response.status_code == 200
         assert b"cdn.jsdelivr" not in response.content
         assert b"swagger-ui" in response.content
+
+
+@override_settings(
+    WEBHOOK_TOKEN="secret-webhook-token", CRAWLBASE_TOKEN="", CRAWLBASE_CRAWLER=""
+)
+class CrawlAdminTests(TestCase):
+    @classmethod
+    def setUpTestData(cls):
+        cls.editor = get_user_model().objects.create_superuser(
+            "editor", "editor@example.com", "a long test password"
+        )
+
+    def setUp(self):
+        self.client.force_login(self.editor)
+
+    def add_source(self, **fields) -> Source:
+        data = {
+            "name": "Example docs", "fetcher": "crawlbase",
+            "seed_urls": "https://docs.example.com/\nhttps://docs.example.com/faq/",
+            "recrawl_every": "7 00:00:00", "max_pages": "100",
+            "crawlbase_format": "html",
+        } | fields  # fmt: skip
+        response = self.client.post(
+            reverse("admin:sources_source_add"), data, follow=True
+        )
+        assert response.status_code == 200, response.content[:2000]
+        self.last = response
+        return Source.objects.get(name=data["name"])
+
+    def test_saving_a_new_source_queues_its_seeds(self):
+        source = self.add_source()
+
+        pushes = Push.objects.filter(page__source=source)
+        assert sorted(pushes.values_list("url", flat=True)) == [
+            "https://docs.example.com/",
+            "https://docs.example.com/faq/",
+        ]
+        assert b"2 queued for Crawlbase" in self.last.content
+
+    def test_adding_a_page_by_hand_queues_its_first_crawl(self):
+        source = self.add_source()
+        Push.objects.all().delete()
+
+        self.client.post(
+            reverse("admin:sources_page_add"),
+            {"source": source.pk, "url": "https://docs.example.com/new/",
+             "versions-TOTAL_FORMS": "0", "versions-INITIAL_FORMS": "0"},
+        )  # fmt: skip
+
+        assert Push.objects.get().url == "https://docs.example.com/new/"
+
+    def test_the_source_page_shows_the_callback_url_masked_and_missing_settings(self):
+        source = self.add_source()
+
+        response = self.client.get(
+            reverse("admin:sources_source_change", args=[source.pk])
+        )
+
+        assert b"/webhooks/crawlbase/?token=secr\xe2\x80\xa6" in response.content
+        assert b"secret-webhook-token" not in response.content
+        assert b"Missing: CRAWLBASE_TOKEN is not set" in response.content
+
+    def test_actions_push_sources_and_pages_and_report_counts(self):
+        source = self.add_source()
+        Push.objects.all().delete()
+
+        response = self.client.post(
+            reverse("admin:sources_source_changelist"),
+            {"action": "push_now", "_selected_action": [source.pk]},
+            follow=True,
+        )
+        assert b"2 queued for Crawlbase" in response.content
+
+        page = source.pages.first()
+        response = self.client.post(
+            reverse("admin:sources_page_changelist"),
+            {"action": "push_now", "_selected_action": [page.pk]},
+            follow=True,
+        )
+        assert b"1 skipped (in flight)" in response.content
+        assert Push.objects.count() == 2

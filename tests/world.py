@@ -7,6 +7,7 @@ import itertools
 from pathlib import Path
 
 from django.test import TestCase, override_settings
+from django.utils import timezone
 
 from ingest import wire
 from ingest.models import Delivery
@@ -107,8 +108,17 @@ class IngestWorld(TestCase):
         return delivery
 
     def push(self, url: str, rid: str | None = None) -> Push:
+        """A push sent to Crawlbase now; an earlier one of the page in flight is
+        taken as expired, as the planner does before it pushes a page again."""
         page, _ = Page.objects.get_or_create(url=url, defaults={"source": self.source})
-        return Push.objects.create(rid=rid or next_rid(), page=page, url=url)
+        page.pushes.in_flight().update(state=Push.State.EXPIRED)
+        return Push.objects.create(
+            rid=rid or next_rid(),
+            page=page,
+            url=url,
+            state=Push.State.SENT,
+            pushed_at=timezone.now(),
+        )
 
     def page(self, url: str = f"{SITE}/install/") -> Page:
         return Page.objects.get(url=url)
