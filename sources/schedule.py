@@ -22,15 +22,22 @@ brings them back sooner with its own exponential backoff.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
 HOURS_PER_DAY = 24.0
-# Share of a check the source's default counts for before a page has a history.
-PRIOR_WEIGHT = 1.0
+# Before its first check a page changes about once per its source's interval, give
+# or take a factor e^PRIOR_SPREAD (20): pages of one site range from hourly to yearly.
+PRIOR_SPREAD = 3.0
 # A check this much older than the latest one counts half as much.
-HALF_LIFE_HOURS = 60 * HOURS_PER_DAY
+HALF_LIFE_HOURS = 30 * HOURS_PER_DAY
+# The prior fades with the checks, down to this share of its weight.
+PRIOR_FLOOR = 0.05
+# Rates are sought between once in 100,000 years and 10,000 times an hour.
+_LOWEST_LOG_RATE, _HIGHEST_LOG_RATE = math.log(1e-9), math.log(1e4)
+# Slower than this (once in 100 million years) a page counts as never changing.
+_STILL = 1e-12
 # Weight of a stale copy's staleness next to its age, in uniform intervals: see
 # ``plan_checks``.
 STALE_WEIGHT = 0.5
@@ -82,49 +89,49 @@ def estimate_rate(
     history: Sequence[tuple[float, bool]],
     *,
     default_hours: float,
-    prior_weight: float = PRIOR_WEIGHT,
+    spread: float = PRIOR_SPREAD,
     half_life_hours: float = HALF_LIFE_HOURS,
 ) -> float:
     """A page's change rate (per hour) from its checks, oldest first.
 
-    The maximum-likelihood rate when a check ``t`` hours after the previous one sees
-    a change with probability ``1 - exp(-λt)``: the root of
+    A check ``t`` hours after the previous one sees a change with probability
+    ``1 - exp(-λt)``: however many changes happened, it sees one, so the
+    likelihood accounts for the changes it missed (unlike counting changes per
+    hour). The estimate is the ``λ`` that maximizes, with ``u = log λ``,
 
-        Σ_changed w·t / (exp(λt) - 1)  =  Σ_unchanged w·t
+        Σ_changed w·log(1 - e^(-λt))  -  λ·Σ_unchanged w·t  -  p·(u - u0)² / 2
 
-    whose left side falls from infinity to 0 as λ grows, so the root is unique.
-    Three additions keep it sensible on short or lopsided histories:
+    The last term is the prior: before its first check a page is believed to change
+    about once per ``default_hours`` (its source's interval, ``u0``), give or take
+    a factor ``e^spread``. So a new page starts at its source's default, and two
+    lopsided histories stay finite: a page that changed at every check (where the
+    likelihood alone says "infinitely fast") and one that never changed ("never").
 
-    - a prior: one pseudo-check of ``default_hours`` (the source's interval) at the
-      rate ``1 / default_hours``, placed before the first check, so a new page starts
-      at its source's default and moves away from it as checks come in;
-    - recency: a check ``a`` hours older than the latest weighs ``2^(-a / half_life)``
-      (the prior ages too), so a page whose behaviour changes is followed, and a page
-      that never changes keeps slowing down instead of settling on the prior;
-    - half an unchanged check at the latest interval, the correction in
-      ``rate_from_counts``, so a page that changed at every check gets a finite rate.
+    Recency: a check ``a`` hours older than the latest weighs ``w = 2^(-a /
+    half_life)``, so a page whose behaviour changes is followed. The prior is older
+    than every check and fades with them (``p`` down to ``PRIOR_FLOOR / spread²``),
+    so a page that keeps not changing keeps slowing down towards its source's
+    longest interval. Checks of zero or negative length carry no information.
 
-    Checks of zero or negative length carry no information and are skipped.
+    The objective is concave in ``u``; its maximum is found by Newton's method.
+    For checks all at one interval and a faint prior it is the plain maximum
+    likelihood ``-log((n - X) / n) / I``, which ``rate_from_counts`` corrects for
+    small samples.
     """
-    if default_hours <= 0 or half_life_hours <= 0 or prior_weight < 0:
-        raise ValueError("default_hours and half_life_hours must be positive")
-    changed, unchanged = _weighted_checks(history, half_life_hours)
-    age, latest = _span(history)
-    prior = prior_weight * 2.0 ** (-age / half_life_hours)
-    prior_changed = 1.0 - math.exp(-1.0)  # a Poisson page at rate 1/T, checked at T
-    if prior > 0:
-        changed.append((prior * prior_changed, default_hours))
-        unchanged += prior * (1.0 - prior_changed) * default_hours
-    unchanged += 0.5 * latest
-    if not changed:
-        return 0.0
-    return _solve_likelihood(changed, unchanged)
+    if default_hours <= 0 or spread <= 0 or half_life_hours <= 0:
+        raise ValueError("default_hours, spread and half_life_hours must be positive")
+    changed, unchanged, age = _weighted_checks(history, half_life_hours)
+    fading = max(2.0 ** (-age / half_life_hours), PRIOR_FLOOR)
+    return _most_probable_rate(
+        changed, unchanged, center=-math.log(default_hours), pull=fading / spread**2
+    )
 
 
 def _weighted_checks(
     history: Sequence[tuple[float, bool]], half_life_hours: float
-) -> tuple[list[tuple[float, float]], float]:
-    """(weight, hours) of the checks that saw a change, weighted unchanged hours."""
+) -> tuple[list[tuple[float, float]], float, float]:
+    """(weight, hours) of the checks that saw a change, weighted unchanged hours,
+    and the hours the history covers."""
     changed: list[tuple[float, float]] = []
     unchanged = 0.0
     age = 0.0
@@ -133,46 +140,45 @@ def _weighted_checks(
             continue
         weight = 2.0 ** (-age / half_life_hours)
         if weight < 1e-9:
-            break  # everything older counts for nothing either
+            return changed, unchanged, math.inf  # the rest counts for nothing
         if was_changed:
             changed.append((weight, hours))
         else:
             unchanged += weight * hours
         age += hours
-    return changed, unchanged
+    return changed, unchanged, age
 
 
-def _span(history: Sequence[tuple[float, bool]]) -> tuple[float, float]:
-    """Hours the history covers, and the latest positive interval."""
-    positive = [hours for hours, _ in history if hours > 0]
-    return sum(positive), (positive[-1] if positive else 0.0)
+def _most_probable_rate(
+    changed: list[tuple[float, float]], unchanged: float, *, center: float, pull: float
+) -> float:
+    """Newton's method on the slope of the objective in ``u = log λ``.
 
-
-def _solve_likelihood(changed: list[tuple[float, float]], unchanged: float) -> float:
-    """The λ where Σ w·t / (exp(λt) - 1) equals ``unchanged``.
-
-    Since ``x / (e^x - 1)`` lies between ``1 - x/2`` and 1, the root lies between
-    ``C / (U + Σwt/2)`` and ``C / U`` (C the changed weight, U the unchanged hours).
-    The left side is convex and falling in λ, so Newton's method from the lower bound
-    climbs to the root without overshooting.
+    With ``φ(x) = x / (e^x - 1)``, the slope is ``Σ w·φ(λt) - λU - p(u - u0)`` and
+    falls as ``u`` grows, so a bracket is kept and halved whenever a step would
+    leave it; steps are at most a factor ``e²`` in rate.
     """
-    if unchanged <= 0:
-        return math.inf
-    weight = sum(w for w, _ in changed)
-    rate = weight / (unchanged + sum(w * t for w, t in changed) / 2)
+    u, low, high = center, _LOWEST_LOG_RATE, _HIGHEST_LOG_RATE
     for _ in range(100):
-        value, slope = -unchanged, 0.0
-        for w, t in changed:
-            x = rate * t
-            stay = math.exp(-x)
-            moved = -math.expm1(-x)  # 1 - e^-x without losing digits
-            value += w * t * stay / moved
-            slope -= w * t * t * stay / (moved * moved)
-        step = value / slope
-        rate -= step
-        if abs(step) <= 1e-12 * rate:
+        rate = math.exp(u)
+        slope = -rate * unchanged - pull * (u - center)
+        curve = -rate * unchanged - pull
+        for weight, hours in changed:
+            x = rate * hours
+            share = x / math.expm1(x) if x < 700 else 0.0
+            slope += weight * share
+            curve += weight * share * (1.0 - x - share)  # x·φ'(x) = φ(1 - x - φ)
+        if slope > 0:
+            low = u
+        else:
+            high = u
+        step = max(-2.0, min(2.0, -slope / curve))  # curve < 0: the prior sees to it
+        if abs(step) <= 1e-10:
             break
-    return rate
+        u += step
+        if not low < u < high:
+            u = (low + high) / 2
+    return math.exp(u)
 
 
 # -- what a page checked every I hours looks like ------------------------------------
@@ -248,11 +254,11 @@ def plan_checks(
     them. Without ``κ`` (``stale_weight=0``) it is the age-optimal schedule, where
     the fastest pages share the largest frequency.
 
-    ``μ`` is found by bisection on ``Σf(μ) = B``. To keep that fast for 100,000
-    pages, the sum is taken over a grid of rates ``GRID_PER_DECADE`` to a tenfold,
-    each page counting towards its two neighbouring nodes (linear interpolation in
-    log λ), which costs the budget about 1e-4 of its size. Pages that never change
-    (rate 0) are checked at ``max_hours`` and count against the budget.
+    ``μ`` is the root of ``Σf(μ) = B``. To find it fast for 100,000 pages, the sum
+    is taken over a grid of rates, ``GRID_PER_DECADE`` nodes to a tenfold, each page
+    counting towards its two neighbouring nodes (linear interpolation in log λ);
+    the intervals then spend the budget to within about 1e-5. Pages that never
+    change (rate 0) are checked at ``max_hours`` and count against the budget.
     """
     if not 0 < min_hours <= max_hours:
         raise ValueError("need 0 < min_hours <= max_hours")
@@ -277,19 +283,17 @@ def plan_checks(
         pairs = zip(nodes, weights, strict=True)
         return idle * fmin + sum(w * _frequency(lam, candidate) for lam, w in pairs)
 
+    # At ``low`` every changing page is at min_hours, at ``high`` every page at
+    # max_hours: the budget lies between.
     low = min(_gain_per_check(lam, fmax, stale_cost) for lam in nodes)
     high = max(_gain_per_check(lam, fmin, stale_cost) for lam in nodes)
-    while high > low * (1 + 1e-12):
-        middle = math.sqrt(low * high)
-        if spent(middle) > budget:
-            low = middle
-        else:
-            high = middle
-    return plan(math.sqrt(low * high))
+    return plan(_solve_multiplier(lambda m: spent(m) / budget, low, high))
 
 
 def next_interval(rate: float, plan: Plan, *, gone: bool = False) -> float:
-    """Hours until a page of this rate is checked again under its source's plan.
+    """Hours until a page of this rate is checked again under its source's plan:
+    where one more check gains what it costs, within the plan's bounds. Cheap
+    enough to run at every check of every page.
 
     Tombstoned pages (and pages that never change) wait the longest interval.
     """
@@ -317,14 +321,50 @@ def allocate(
     return [next_interval(rate, plan) for rate in rates]
 
 
+def _solve_multiplier(
+    share: Callable[[float], float], low: float, high: float
+) -> float:
+    """The μ between ``low`` and ``high`` where ``share(μ)`` (budget spent over
+    budget, falling in μ) is 1: regula falsi, Illinois variant, on log share against
+    log μ, which is close to a straight line of slope -1/3 to -1/2."""
+    a, b = math.log(low), math.log(high)
+    fa, fb = math.log(share(low)), math.log(share(high))
+    last = 0
+    c = (a + b) / 2
+    for _ in range(100):
+        c = (a * fb - b * fa) / (fb - fa)
+        fc = math.log(share(math.exp(c)))
+        if abs(fc) < 1e-10 or b - a < 1e-12:
+            break
+        if fc > 0:
+            a, fa = c, fc
+            if last > 0:
+                fb /= 2  # the same end kept twice: halve the other to move it
+            last = 1
+        else:
+            b, fb = c, fc
+            if last < 0:
+                fa /= 2
+            last = -1
+    return math.exp(c)
+
+
 def _rate_grid(rates: list[float]) -> tuple[list[float], list[float], int]:
-    """Grid nodes in rate, how many pages count towards each, pages of rate 0."""
-    logs = [math.log10(rate) for rate in rates if rate > 0]
-    idle = len(rates) - len(logs)
-    if not logs:
+    """Grid nodes in rate, how many pages count towards each, pages of rate 0.
+
+    Fewer pages than grid nodes are their own nodes, exactly.
+    """
+    changing = [rate for rate in rates if rate >= _STILL]
+    idle = len(rates) - len(changing)
+    if not changing:
         return [], [], idle
+    if not math.isfinite(max(changing)):
+        raise ValueError("rates must be finite")
+    logs = [math.log10(rate) for rate in changing]
     low = min(logs)
     steps = max(1, math.ceil((max(logs) - low) * GRID_PER_DECADE))
+    if len(logs) <= steps:
+        return changing, [1.0] * len(logs), idle
     width = (max(logs) - low) / steps or 1.0
     weights = [0.0] * (steps + 1)
     for value in logs:
@@ -346,7 +386,7 @@ def _gain_per_check(rate: float, frequency: float, stale_cost: float) -> float:
 def _frequency(rate: float, plan: Plan) -> float:
     """Checks per hour where the gain of one more check equals the plan's price."""
     fmin, fmax = 1.0 / plan.max_hours, 1.0 / plan.min_hours
-    if rate <= 0 or plan.multiplier == math.inf:
+    if rate < _STILL or plan.multiplier == math.inf:
         return fmin
     if plan.multiplier <= 0:
         return fmax
