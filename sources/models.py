@@ -11,10 +11,13 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-# Gone and redirected pages are checked this many intervals apart.
-TOMBSTONE_RECHECK_FACTOR = 4
+from sources import schedule
+
 # First wait after a failed crawl; it doubles with each further failure.
 FAILURE_RETRY = timedelta(minutes=15)
+# The checks of a page its change rate is estimated from, newest last.
+CHECKS_KEPT = 50
+HOUR = timedelta(hours=1)
 
 
 class Source(models.Model):
@@ -71,6 +74,35 @@ class Source(models.Model):
         default=timedelta(days=7),
         help_text="How often pages are checked again, e.g. 7 00:00:00 for a week.",
     )
+    adaptive_recrawl = models.BooleanField(
+        default=True,
+        help_text="Learn each page's interval from how often it changes, within the "
+        "minimum and maximum below and the crawl budget.",
+    )
+    recrawl_min = models.DurationField(
+        "shortest interval",
+        default=timedelta(hours=1),
+        help_text="Adaptive pages are never checked more often, e.g. 01:00:00.",
+    )
+    recrawl_max = models.DurationField(
+        "longest interval",
+        default=timedelta(days=30),
+        help_text="Adaptive pages, and gone or redirected ones, are checked at least "
+        "this often, e.g. 30 00:00:00.",
+    )
+    crawl_budget = models.PositiveIntegerField(
+        "crawl budget per day",
+        null=True,
+        blank=True,
+        help_text="Checks per day the adaptive schedule spends. Empty: as many as "
+        "checking every page once per recheck interval would.",
+    )
+    schedule_plan = models.JSONField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="The adaptive schedule's price of a check, from the daily re-plan.",
+    )
     max_pages = models.PositiveIntegerField(
         default=5000,
         help_text="Pages discovered from seeds, sitemaps and links stop at this "
@@ -125,6 +157,18 @@ class Source(models.Model):
     @property
     def boilerplate_regexes(self) -> list[re.Pattern]:
         return [re.compile(line) for line in self._lines(self.boilerplate_patterns)]
+
+    def plan(self) -> schedule.Plan | None:
+        """The adaptive schedule's plan from the last re-plan, if there was one."""
+        data = self.schedule_plan
+        if not self.adaptive_recrawl or not data:
+            return None
+        return schedule.Plan(
+            multiplier=float(data["multiplier"]),  # "inf" when over budget
+            stale_cost_hours=float(data["stale_cost_hours"]),
+            min_hours=self.recrawl_min / HOUR,
+            max_hours=self.recrawl_max / HOUR,
+        )
 
     @property
     def allow_regexes(self) -> list[re.Pattern]:
@@ -274,7 +318,25 @@ class Page(models.Model):
         blank=True,
         help_text="Overrides the source's interval for this page, e.g. 1 00:00:00.",
     )
-    next_crawl_at = models.DateTimeField(null=True, blank=True)
+    next_crawl_at = models.DateTimeField(null=True, blank=True, editable=False)
+    check_hours = ArrayField(
+        models.FloatField(),
+        default=list,
+        editable=False,
+        help_text="Hours between consecutive successful checks, oldest first.",
+    )
+    check_changed = ArrayField(
+        models.BooleanField(),
+        default=list,
+        editable=False,
+        help_text="Whether each of those checks found new content.",
+    )
+    change_rate = models.FloatField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="Estimated changes per hour, from the checks.",
+    )
     embedding_tokens = models.PositiveBigIntegerField(
         default=0, editable=False, help_text="Tokens embedded for this page, ever."
     )
@@ -295,7 +357,27 @@ class Page(models.Model):
 
     @property
     def interval(self) -> timedelta:
-        return self.recrawl_every or self.source.recrawl_every
+        """Time until the next check: the page's own interval if set, else the
+        adaptive schedule's for its change rate, else the source's."""
+        if self.recrawl_every:
+            return self.recrawl_every
+        source = self.source
+        if source.adaptive_recrawl and self.change_rate is not None:
+            plan = source.plan()
+            if plan is not None:
+                return HOUR * schedule.next_interval(self.change_rate, plan)
+        return source.recrawl_every
+
+    def _record_check(self, *, at: datetime, changed: bool) -> None:
+        """One more observation of how often the page changes."""
+        if self.last_verified_at is not None and at > self.last_verified_at:
+            hours = (at - self.last_verified_at) / HOUR
+            self.check_hours = [*self.check_hours, hours][-CHECKS_KEPT:]
+            self.check_changed = [*self.check_changed, changed][-CHECKS_KEPT:]
+        self.change_rate = schedule.estimate_rate(
+            list(zip(self.check_hours, self.check_changed, strict=True)),
+            default_hours=self.source.recrawl_every / HOUR,
+        )
 
     @property
     def is_live(self) -> bool:
@@ -307,8 +389,11 @@ class Page(models.Model):
 
     # -- transitions, each saved by the caller inside its transaction --------------
 
-    def mark_verified(self, *, at: datetime, crawled_at: datetime) -> None:
+    def mark_verified(
+        self, *, at: datetime, crawled_at: datetime, changed: bool = False
+    ) -> None:
         """A crawl saw the content we hold."""
+        self._record_check(at=at, changed=changed)
         self.last_verified_at = at
         self.last_crawled_at = crawled_at
         self.original_status = 200
@@ -325,7 +410,7 @@ class Page(models.Model):
         markdown: str,
         digest: str,
     ) -> None:
-        self.mark_verified(at=at, crawled_at=crawled_at)
+        self.mark_verified(at=at, crawled_at=crawled_at, changed=True)
         self.status = self.Status.LIVE
         self.deleted_at = None
         self.redirect_to = None
@@ -347,7 +432,7 @@ class Page(models.Model):
         self.last_crawled_at = crawled_at
         self.last_changed_at = at
         self.failure_count = 0
-        self.next_crawl_at = at + self.interval * TOMBSTONE_RECHECK_FACTOR
+        self.next_crawl_at = at + self.source.recrawl_max
 
     def mark_rederived(self, *, title: str, markdown: str, digest: str) -> None:
         """New Markdown from the same delivered body (new boilerplate rules or a new
@@ -363,7 +448,7 @@ class Page(models.Model):
         self.markdown = ""
         self.last_crawled_at = crawled_at
         self.last_changed_at = at
-        self.next_crawl_at = at + self.interval * TOMBSTONE_RECHECK_FACTOR
+        self.next_crawl_at = at + self.source.recrawl_max
 
     def mark_failed(
         self, *, at: datetime, error: str, original_status: int | None

@@ -115,7 +115,8 @@ class CrawlAdminTests(TestCase):
             "name": "Example docs", "fetcher": "crawlbase",
             "seed_urls": "https://docs.example.com/\nhttps://docs.example.com/faq/",
             "recrawl_every": "7 00:00:00", "max_pages": "100",
-            "crawlbase_format": "html",
+            "crawlbase_format": "html", "adaptive_recrawl": "on",
+            "recrawl_min": "01:00:00", "recrawl_max": "30 00:00:00",
         } | fields  # fmt: skip
         response = self.client.post(
             reverse("admin:sources_source_add"), data, follow=True

@@ -22,6 +22,7 @@ from ingest.recrawl import recrawl_due, source_crawl_start, urls_recrawl
 from retrieval.models import Chunk
 from sources.models import Page, Push, Source
 from sources.pushing import pushes_send
+from sources.services import source_schedule_replan
 from tests.fakes.crawlbase_api import CRAWLER, TOKEN, FakeCrawlbaseAPI, SitePage
 from tests.world import SITE, page_html, run_queued
 from tests.world import TOKEN as WEBHOOK_TOKEN
@@ -448,3 +449,89 @@ def test_crawler_stats_failures_are_clear_json_errors(crawlbase, staff, settings
 
     settings.CRAWLBASE_TOKEN = ""
     assert staff.get("/api/crawler-stats/").status_code == 503
+
+
+# -- adaptive intervals --------------------------------------------------------------
+
+
+def simulate(source: Source, *, days: int) -> dict[str, list]:
+    """Each page checked whenever it is due, re-planned daily: the changelog changes
+    every hour, the daily pages once a day, the archive never. Returns the pages and
+    the archive's interval at the end of each day."""
+    changelog, archive = (
+        make_page(source, "/changelog/"),
+        make_page(source, "/archive/"),
+    )
+    daily = [make_page(source, f"/p{n}/") for n in range(4)]
+    pages = [changelog, archive, *daily]
+    start = timezone.now()
+    archive_intervals = []
+    for day in range(1, days + 1):
+        for page in pages:
+            while (at := page.next_crawl_at or start) < start + timedelta(days=day):
+                last = page.last_verified_at or at - timedelta(days=1)
+                if page is changelog:
+                    changed = at - last >= timedelta(hours=1)
+                else:
+                    changed = page is not archive and at.date() != last.date()
+                if changed:
+                    page.mark_changed(at=at, crawled_at=at, title="T",
+                                      markdown=str(at), digest="x")  # fmt: skip
+                else:
+                    page.mark_verified(at=at, crawled_at=at)
+            page.save()
+        source_schedule_replan(source=source)
+        for page in pages:
+            page.source = source  # the new plan, as the next read would see it
+        archive_intervals.append(archive.interval)
+    return {"pages": [changelog, archive, daily[0]], "archive": archive_intervals}
+
+
+@pytest.mark.django_db
+def test_adaptive_intervals_move_within_bounds_toward_each_pages_own_rate(source):
+    # Checks a day for the whole source (the changelog alone could use 24): where
+    # they go is the schedule's choice.
+    source.recrawl_every, source.crawl_budget = timedelta(days=1), 20
+    source.save()
+
+    run = simulate(source, days=120)
+
+    changelog, archive, daily = run["pages"]
+    assert source.recrawl_min <= changelog.interval < daily.interval
+    assert daily.interval < archive.interval <= source.recrawl_max
+    at_30, at_60, at_120 = (run["archive"][d - 1] for d in [30, 60, 120])
+    assert at_30 < at_60 < at_120, "the archive drifts toward the maximum"
+    assert archive.change_rate < daily.change_rate < changelog.change_rate
+
+
+@pytest.mark.django_db
+def test_with_budget_to_spare_a_changelog_is_checked_at_the_shortest_interval(
+    source,
+):
+    source.recrawl_every, source.crawl_budget = timedelta(days=1), 200
+    source.save()
+
+    changelog, archive, daily = simulate(source, days=5)["pages"]
+
+    assert changelog.interval == source.recrawl_min
+    assert changelog.interval <= daily.interval <= archive.interval
+
+
+@pytest.mark.django_db
+def test_tombstones_are_checked_at_the_longest_interval(source):
+    page = make_page(source, "/gone/")
+    now = timezone.now()
+
+    page.mark_gone(at=now, crawled_at=now, original_status=404)
+
+    assert page.next_crawl_at == now + source.recrawl_max
+
+
+@pytest.mark.django_db
+def test_a_page_interval_set_by_hand_wins_over_the_schedule(source):
+    page = make_page(source, "/fixed/", recrawl_every=timedelta(hours=6))
+    now = timezone.now()
+
+    page.mark_verified(at=now, crawled_at=now)
+
+    assert page.next_crawl_at == now + timedelta(hours=6)
