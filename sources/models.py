@@ -154,9 +154,12 @@ class Source(models.Model):
     def seeds(self) -> list[str]:
         return self._lines(self.seed_urls)
 
+    def _regexes(self, text: str) -> list[re.Pattern]:
+        return [re.compile(line) for line in self._lines(text)]
+
     @property
     def boilerplate_regexes(self) -> list[re.Pattern]:
-        return [re.compile(line) for line in self._lines(self.boilerplate_patterns)]
+        return self._regexes(self.boilerplate_patterns)
 
     def plan(self) -> schedule.Plan | None:
         """The adaptive schedule's plan from the last re-plan, if there was one."""
@@ -172,11 +175,11 @@ class Source(models.Model):
 
     @property
     def allow_regexes(self) -> list[re.Pattern]:
-        return [re.compile(line) for line in self._lines(self.allow_patterns)]
+        return self._regexes(self.allow_patterns)
 
     @property
     def deny_regexes(self) -> list[re.Pattern]:
-        return [re.compile(line) for line in self._lines(self.deny_patterns)]
+        return self._regexes(self.deny_patterns)
 
     def clean(self) -> None:
         errors = {}

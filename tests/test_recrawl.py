@@ -227,6 +227,22 @@ def test_links_out_of_scope_are_never_pushed(source, crawlbase):
 # -- the whole loop ------------------------------------------------------------------
 
 
+def crawl(crawlbase: FakeCrawlbaseAPI, *, urls: list[str] | None = None) -> list:
+    """One round trip: queue (these URLs, or the due pages), push, deliver to the
+    webhook, run the delivery jobs; returns their outcomes."""
+    if urls is None:
+        recrawl_due()
+    else:
+        urls_recrawl(urls=urls)
+    pushes_send()
+    crawlbase.deliver_pending()
+    return run_queued(DELIVERY_TASK)
+
+
+def make_due(page: Page) -> None:
+    Page.objects.filter(pk=page.pk).update(next_crawl_at=timezone.now())
+
+
 def edited_page(second: str) -> str:
     return page_html(
         "Install",
@@ -240,21 +256,15 @@ def edited_page(second: str) -> str:
 def test_push_deliver_index_recrawl_one_changed_chunk_then_gone(source, crawlbase):
     url = f"{SITE}/install/"
     crawlbase.site[url] = SitePage(body=edited_page("Run pip install example."))
-    urls_recrawl(urls=[url])
-    pushes_send()
-    crawlbase.deliver_pending()
-    assert run_queued(DELIVERY_TASK) == ["embedded"]
+    assert crawl(crawlbase, urls=[url]) == ["embedded"]
     page = Page.objects.get(url=url)
     before = dict(page.chunks.values_list("heading", "embed_hash"))
     assert page.is_live and len(before) >= 3
 
     # Time passes; the site edits one paragraph; the page comes due.
     crawlbase.site[url] = SitePage(body=edited_page("Run pipx install example."))
-    Page.objects.filter(pk=page.pk).update(next_crawl_at=timezone.now())
-    recrawl_due()
-    pushes_send()
-    crawlbase.deliver_pending()
-    assert run_queued(DELIVERY_TASK) == ["embedded"]
+    make_due(page)
+    assert crawl(crawlbase) == ["embedded"]
 
     after = dict(
         Page.objects.get(pk=page.pk).chunks.values_list("heading", "embed_hash")
@@ -267,11 +277,8 @@ def test_push_deliver_index_recrawl_one_changed_chunk_then_gone(source, crawlbas
 
     # Then it disappears.
     crawlbase.site[url] = SitePage(status=410, body="Gone")
-    Page.objects.filter(pk=page.pk).update(next_crawl_at=timezone.now())
-    recrawl_due()
-    pushes_send()
-    crawlbase.deliver_pending()
-    assert run_queued(DELIVERY_TASK) == ["deleted"]
+    make_due(page)
+    assert crawl(crawlbase) == ["deleted"]
     assert Page.objects.get(pk=page.pk).status == Page.Status.GONE
     assert not Chunk.objects.filter(page=page).exists()
 
@@ -280,11 +287,8 @@ def test_push_deliver_index_recrawl_one_changed_chunk_then_gone(source, crawlbas
 def test_a_delivery_is_matched_to_its_push_across_a_redirect(source, crawlbase):
     old, new = f"{SITE}/setup/", f"{SITE}/install/"
     crawlbase.site[old] = SitePage(body=edited_page("Run pip."), final_url=new)
-    urls_recrawl(urls=[old])
-    pushes_send()
 
-    crawlbase.deliver_pending()
-    run_queued(DELIVERY_TASK)
+    crawl(crawlbase, urls=[old])
 
     push = Push.objects.get()
     delivery = Delivery.objects.get()
@@ -298,17 +302,11 @@ def test_a_delivery_is_matched_to_its_push_across_a_redirect(source, crawlbase):
 def test_a_captcha_keeps_the_page_and_counts_a_failure(source, crawlbase):
     url = f"{SITE}/install/"
     crawlbase.site[url] = SitePage(body=edited_page("Run pip."))
-    urls_recrawl(urls=[url])
-    pushes_send()
-    crawlbase.deliver_pending()
-    run_queued(DELIVERY_TASK)
+    crawl(crawlbase, urls=[url])
 
     crawlbase.site[url] = SitePage(body="<h1>Are you a robot?</h1>", pc_status=503)
-    urls_recrawl(urls=[url])
-    pushes_send()
-    crawlbase.deliver_pending()
 
-    assert run_queued(DELIVERY_TASK) == ["skipped"]
+    assert crawl(crawlbase, urls=[url]) == ["skipped"]
     page = Page.objects.get(url=url)
     assert page.is_live and "pip" in page.markdown
     assert page.failure_count == 1
