@@ -11,7 +11,11 @@ from django_q.models import OrmQ, Schedule
 from ingest.models import Delivery
 from ingest.process import delivery_process
 from ingest.queueing import deliveries_requeue_stalled, delivery_requeue
+from kbsite.text import count_tokens
+from retrieval.chunking import MAX_TOKENS, PREFIX_TOKENS
+from retrieval.embeddings import MAX_INPUT_TOKENS
 from retrieval.models import Chunk, Embedding
+from retrieval.search import SearchMode, chunks_search
 from sources.models import Page, PageVersion
 from tests.world import INSTALL, INSTALL_EDITED, SITE, IngestWorld, run_queued
 
@@ -274,6 +278,36 @@ class ProviderFailureTests(IngestWorld):
         delivery.refresh_from_db()
         assert (delivery.outcome, delivery.attempts) == (Delivery.Outcome.EMBEDDED, 2)
         assert "Python 3.12" in self.page().markdown
+
+
+class HugePageTests(IngestWorld):
+    """A page far longer than a chunk, as scraped pages sometimes are: a paragraph
+    of a megabyte with no sentence end, and a <pre> block of half a megabyte."""
+
+    def setUp(self):
+        self.api = self.serve_from_fake_openai(OPENAI_MAX_RETRIES=0)
+
+    def test_a_megabyte_paragraph_and_a_huge_pre_block_are_embedded_and_found(self):
+        # Distinct words: a tsvector of one chunk holding them all passes 1 MB.
+        words = " ".join(f"w{i:06d}x" for i in range(130_000))
+        listing = "\n".join(f"row_{i} = fetch({i})" for i in range(30_000))
+        html = (
+            "<html><head><title>Dump</title></head><body><main><h1>Dump</h1>"
+            f"<h2>Words</h2><p>{words}</p><h2>Listing</h2><pre>{listing}</pre>"
+            "</main></body></html>"
+        )
+
+        delivery = self.ingest(f"{SITE}/dump/", html)
+
+        assert delivery.outcome == Delivery.Outcome.EMBEDDED, delivery.error
+        chunks = self.page(f"{SITE}/dump/").chunks.all()
+        assert chunks.count() > 200
+        assert max(count_tokens(c.text) for c in chunks) <= MAX_TOKENS
+        assert max(c.token_count for c in chunks) <= MAX_TOKENS + PREFIX_TOKENS
+        assert max(count_tokens(text) for text in self.api.seen) <= MAX_INPUT_TOKENS
+        for query in ("w064999x", "row_29999"):
+            found = chunks_search(query=query, user=None, k=1, mode=SearchMode.KEYWORD)
+            assert query in found.hits[0].chunk.text
 
 
 class StalledDeliveryTests(IngestWorld):
