@@ -96,3 +96,29 @@ def test_data_survives_a_restart(tmp_path):
 
     assert run_holder(root, "SELECT 1") == "1"
     assert EmbeddedPostgres.at(root).running() is None
+
+
+def test_a_failed_start_names_the_log_and_the_reason_but_quotes_no_page_text(
+    tmp_path,
+):
+    root = tmp_path / "var"
+    # The server logs an error quoting a value (page text, in this product).
+    run_holder(
+        root,
+        "DO $$ BEGIN PERFORM 'secret page text'::int; "
+        "EXCEPTION WHEN others THEN RAISE LOG '%', SQLERRM; END $$; "
+        "CREATE TABLE notes (body text)",
+    )
+    server = EmbeddedPostgres.at(root)
+    with open(server.data_dir / "postgresql.conf", "a") as conf:
+        conf.write("\nshared_buffers = 'nonsense'\n")
+
+    with pytest.raises(RuntimeError) as failure:
+        server.hold(None)
+
+    message = str(failure.value)
+    assert "secret page text" in server.log_file.read_text()
+    assert "secret page text" not in message
+    assert message.startswith("pg_ctl exited with status 1")
+    assert "contains errors" in message, "the server's FATAL line says why"
+    assert message.endswith(f"; see {server.log_file}")

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from unittest import mock
 
+from django.db import connection
 from django.test import override_settings
 from django.utils import timezone
 from django_q.models import OrmQ, Schedule
@@ -278,6 +280,29 @@ class ProviderFailureTests(IngestWorld):
         delivery.refresh_from_db()
         assert (delivery.outcome, delivery.attempts) == (Delivery.Outcome.EMBEDDED, 2)
         assert "Python 3.12" in self.page().markdown
+
+
+class FailureTextTests(IngestWorld):
+    """A failed attempt is recorded and logged without the page text its error
+    message quotes."""
+
+    def test_a_database_error_quoting_page_text_is_recorded_without_it(self):
+        def cast_to_int(*, page, drafts):  # a real DataError that quotes its value
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT %s::int", ["\n".join(d.text for d in drafts)])
+
+        with (
+            mock.patch("ingest.process.page_chunks_replace", cast_to_int),
+            self.assertLogs("ingest.process", "ERROR") as logs,
+        ):
+            delivery = self.ingest()
+
+        assert delivery.state == Delivery.State.QUEUED
+        assert delivery.error == (
+            'django.db.utils.DataError: invalid input syntax for type integer: "…"'
+        )
+        assert "Python" not in "\n".join(logs.output)
+        assert "cast_to_int" in "\n".join(logs.output), "the stack is logged"
 
 
 class HugePageTests(IngestWorld):
