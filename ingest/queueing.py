@@ -113,6 +113,11 @@ def _elide_values(line: str) -> str:
 def delivery_retry_later(*, delivery: Delivery, error: str) -> Delivery.State:
     """After an error: queued again after a backoff (DELIVERY_RETRY_SECONDS, ×4 per
     attempt), or failed once DELIVERY_MAX_ATTEMPTS attempts are spent."""
+    if not connection.in_atomic_block:
+        # After the database restarted under the job, its connection is dead, and
+        # Django reconnects only between requests: take a new one, or the retry
+        # would fail too and leave the delivery processing until the sweep.
+        connection.close_if_unusable_or_obsolete()
     if delivery.attempts >= settings.DELIVERY_MAX_ATTEMPTS:
         delivery.mark_failed(error=error)
         return Delivery.State.FAILED

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 from unittest import mock
 
+import pytest
 from django.db import connection
 from django.test import override_settings
 from django.utils import timezone
@@ -18,8 +19,15 @@ from retrieval.chunking import MAX_TOKENS, PREFIX_TOKENS
 from retrieval.embeddings import MAX_INPUT_TOKENS
 from retrieval.models import Chunk, Embedding
 from retrieval.search import SearchMode, chunks_search
-from sources.models import Page, PageVersion
-from tests.world import INSTALL, INSTALL_EDITED, SITE, IngestWorld, run_queued
+from sources.models import Page, PageVersion, Source
+from tests.world import (
+    INSTALL,
+    INSTALL_EDITED,
+    SITE,
+    IngestWorld,
+    receive_delivery,
+    run_queued,
+)
 
 URL = f"{SITE}/install/"
 
@@ -391,3 +399,23 @@ class StalledDeliveryTests(IngestWorld):
         )
 
         assert (sweep.schedule_type, sweep.minutes, sweep.repeats) == ("I", 10, -1)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_job_whose_connection_was_cut_records_its_retry_on_a_new_one(settings):
+    settings.DELIVERY_RETRY_SECONDS = 0
+    Source.objects.create(name="Example docs", seed_urls=f"{SITE}/")
+    delivery = receive_delivery()
+    OrmQ.objects.all().delete()  # taken by the worker that runs it below
+
+    def lose_the_connection(delivery: Delivery) -> None:  # as a database restart does
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+
+    with mock.patch("ingest.process._process", lose_the_connection):
+        result = delivery_process(delivery_id=delivery.pk)
+
+    delivery.refresh_from_db()
+    assert result == delivery.state == Delivery.State.QUEUED
+    assert delivery.error.startswith("django.db.utils.OperationalError: ")
+    assert run_queued("ingest.tasks.delivery_process_task") == ["embedded"]

@@ -56,6 +56,11 @@ def _bin_dir() -> Path:
     return Path(spec.submodule_search_locations[0]) / "pginstall" / "bin"
 
 
+class ServerError(RuntimeError):
+    """The server could not be started (or stopped): ``pg_ctl`` or ``initdb``
+    failed, or the server did not come up."""
+
+
 @dataclass(frozen=True)
 class ServerInfo:
     pid: int
@@ -201,9 +206,7 @@ class EmbeddedPostgres:
         )
         info = self.running()
         if info is None:
-            raise RuntimeError(
-                f"embedded PostgreSQL did not start; see {self.log_file}"
-            )
+            raise ServerError(f"embedded PostgreSQL did not start; see {self.log_file}")
         logger.info(
             "embedded PostgreSQL started (pid %s, socket %s)", info.pid, info.socket_dir
         )
@@ -270,7 +273,7 @@ class EmbeddedPostgres:
             err.seek(0)
             message = err.read().strip()
         if result.returncode != 0:
-            raise RuntimeError(
+            raise ServerError(
                 _failure(program, result.returncode, message, self.log_file, logged)
             )
 
