@@ -8,6 +8,7 @@ under its row lock, and only while the delivery is still this run's to finish.
 from __future__ import annotations
 
 import logging
+import traceback
 
 from django.conf import settings
 from django.db import transaction
@@ -18,7 +19,7 @@ from ingest.content import Content, EmptyContent
 from ingest.discovery import source_links_push
 from ingest.models import Delivery
 from ingest.pipeline import content_embed, page_keep_body, page_lock, source_content
-from ingest.queueing import delivery_retry_later
+from ingest.queueing import delivery_retry_later, error_summary
 from ingest.rederive import source_boilerplate_catch_up
 from retrieval.services import page_chunks_replace
 from sources.models import Page, PageVersion, Push
@@ -56,10 +57,22 @@ def delivery_process(*, delivery_id: int) -> Outcome | Delivery.State | None:
     try:
         outcome = _process(delivery)
     except Exception as exc:  # anything unexpected is retried, then shown as failed
-        logger.exception("delivery %s (rid %s) failed", delivery.pk, delivery.rid)
-        return delivery_retry_later(delivery=delivery, exc=exc)
-    logger.info("delivery %s (rid %s): %s", delivery.pk, delivery.rid, outcome)
-    return outcome
+        error = error_summary(exc)
+        # The stack, but of the message only the summary: it may quote page text.
+        logger.error(
+            "delivery %s (rid %s) failed: %s\n%s",
+            delivery.pk,
+            delivery.rid,
+            error,
+            "".join(traceback.format_tb(exc.__traceback__)).rstrip(),
+        )
+    else:
+        logger.info("delivery %s (rid %s): %s", delivery.pk, delivery.rid, outcome)
+        return outcome
+    # Outside the handler, so that an error while scheduling the retry (the
+    # database gone) reaches the queue's failure record without this one, and its
+    # message, chained to it.
+    return delivery_retry_later(delivery=delivery, error=error)
 
 
 def _process(delivery: Delivery) -> Outcome:

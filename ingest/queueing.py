@@ -4,7 +4,7 @@ retry, on an editor's re-queue, and when a job was lost."""
 from __future__ import annotations
 
 import logging
-import traceback
+import re
 from datetime import timedelta
 
 from django.conf import settings
@@ -21,6 +21,11 @@ from sources.models import Push
 logger = logging.getLogger(__name__)
 
 TASK = "ingest.tasks.delivery_process_task"
+ERROR_CHARS = 300
+# A double-quoted span, or a quote with no partner before the line ends.
+QUOTED = re.compile(r'"([^"]*)(?:"|$)')
+# What PostgreSQL quotes besides values: names of at most 63 bytes.
+IDENTIFIER = re.compile(r"[A-Za-z_][\w$.]{0,62}")
 
 
 def delivery_receive(
@@ -79,10 +84,40 @@ def delivery_requeue(*, delivery: Delivery) -> bool:
     return True
 
 
-def delivery_retry_later(*, delivery: Delivery, exc: Exception) -> Delivery.State:
+def error_summary(exc: BaseException) -> str:
+    """What to record and log of an error: its type and the first line of its
+    message, with no value the message quotes. Database errors quote the value
+    that failed (page text, for a delivery) in the message, and the statement in
+    the lines after it (DETAIL, LINE, CONTEXT)."""
+    lines = str(exc).strip().split("\n", 1)
+    line = _elide_values(lines[0])
+    if len(line) > ERROR_CHARS:
+        line = line[: ERROR_CHARS - 1] + "…"
+    name = f"{type(exc).__module__}.{type(exc).__qualname__}"
+    return f"{name}: {line}" if line else name
+
+
+def _elide_values(line: str) -> str:
+    """``line`` with its first quoted value that is not a name, and everything
+    after it to the last quote of the line, shown as ``"…"``. An identifier
+    (``"t_v_key"``) stays; a value may hold quotes of its own, or go on past the
+    line's end."""
+    for match in QUOTED.finditer(line):
+        if not IDENTIFIER.fullmatch(match.group(1)):
+            end = line.rfind('"')
+            rest = line[end + 1 :] if end > match.start() else ""
+            return f'{line[: match.start()]}"…"{rest}'
+    return line
+
+
+def delivery_retry_later(*, delivery: Delivery, error: str) -> Delivery.State:
     """After an error: queued again after a backoff (DELIVERY_RETRY_SECONDS, ×4 per
     attempt), or failed once DELIVERY_MAX_ATTEMPTS attempts are spent."""
-    error = "".join(traceback.format_exception_only(exc)).strip()[:2000]
+    if not connection.in_atomic_block:
+        # After the database restarted under the job, its connection is dead, and
+        # Django reconnects only between requests: take a new one, or the retry
+        # would fail too and leave the delivery processing until the sweep.
+        connection.close_if_unusable_or_obsolete()
     if delivery.attempts >= settings.DELIVERY_MAX_ATTEMPTS:
         delivery.mark_failed(error=error)
         return Delivery.State.FAILED

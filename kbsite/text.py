@@ -13,6 +13,7 @@ import hashlib
 import re
 from collections.abc import Iterable, Iterator
 from functools import lru_cache
+from itertools import chain
 
 import tiktoken
 
@@ -89,6 +90,93 @@ def truncate_tokens(text: str, limit: int) -> str:
     """At most ``limit`` tokens of ``text``."""
     tokens = encoding().encode_ordinary(text)
     return text if len(tokens) <= limit else encoding().decode(tokens[:limit])
+
+
+# Bytes that separate words or end lines, and those that continue a character.
+_SPACE = frozenset(b" \t\n\r\f\v")
+_SPACES = re.compile(rb"\s")
+_LINE_END = re.compile(rb"\n")
+_CONTINUATION = range(0x80, 0xC0)
+_MIN_PIECE_TOKENS = 16
+
+
+def split_tokens(
+    text: str, limit: int, *, lines: bool = False
+) -> list[tuple[str, int]]:
+    """``text`` cut into consecutive pieces of at most ``limit`` tokens each, of
+    about equal size: after a line end (``lines``) or before a space, and between
+    two characters only where a line (or word) alone is longer than ``limit``.
+    Word pieces come without the spaces they were cut at, line pieces without the
+    line end. Each comes with its token count: the text is encoded once and cut
+    by token offsets, so a megabyte is never counted word by word, then each
+    piece is counted alone, as it may encode a little differently there."""
+    if limit < _MIN_PIECE_TOKENS:
+        raise ValueError(f"pieces of {limit} tokens are too small to cut text into")
+    tokens = encoding().encode_ordinary(text)
+    if len(tokens) <= limit:
+        return [(text, len(tokens))]
+    pieces: list[tuple[str, int]] = []
+    start = 0
+    while start < len(tokens):
+        end = _cut_point(tokens, start, limit, lines=lines)
+        while True:
+            piece = _piece(tokens[start:end], lines=lines, last=end == len(tokens))
+            counted = count_tokens(piece)
+            excess = counted - limit
+            shorter = _char_start(tokens, start, end - excess) if excess > 0 else end
+            if shorter >= end:
+                break
+            end = shorter
+        if piece:
+            pieces.append((piece, counted))
+        start = end
+    return pieces
+
+
+def _piece(tokens: list[int], *, lines: bool, last: bool) -> str:
+    text = encoding().decode_bytes(tokens).decode("utf-8")
+    if not lines:
+        return text.strip()
+    return text if last else text.removesuffix("\n")
+
+
+def _cut_point(tokens: list[int], start: int, limit: int, *, lines: bool) -> int:
+    """Where the piece that begins at ``start`` ends: the cut nearest an equal
+    share of what is left, looking back to half of it, then on to the limit."""
+    left = len(tokens) - start
+    if left <= limit:
+        return len(tokens)
+    step = -(-left // -(-left // limit))  # ceil(left / number of pieces left)
+    window = encoding().decode_bytes(tokens[start : start + limit])
+    if (_LINE_END if lines else _SPACES).search(window):
+        is_cut = _after_line_end if lines else _before_space
+        half = start + step // 2
+        for end in chain(
+            range(start + step, half, -1),
+            range(start + step + 1, start + limit + 1),
+            range(half, start, -1),
+        ):
+            if is_cut(tokens, end):
+                return end
+    return _char_start(tokens, start, start + step)
+
+
+def _after_line_end(tokens: list[int], end: int) -> bool:
+    return encoding().decode_single_token_bytes(tokens[end - 1]).endswith(b"\n")
+
+
+def _before_space(tokens: list[int], end: int) -> bool:
+    return encoding().decode_single_token_bytes(tokens[end])[0] in _SPACE
+
+
+def _char_start(tokens: list[int], start: int, end: int) -> int:
+    """The token offset nearest before ``end`` (after ``start``) where a character
+    begins: a token may hold part of one. Failing that, the next one after."""
+    end = max(end, start + 1)
+    for cut in chain(range(end, start, -1), range(end + 1, len(tokens))):
+        if encoding().decode_single_token_bytes(tokens[cut])[0] not in _CONTINUATION:
+            return cut
+    return len(tokens)
 
 
 # -- sentences and words -------------------------------------------------------------

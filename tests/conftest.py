@@ -3,9 +3,24 @@ from __future__ import annotations
 import os
 import socket
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def server_tmp_path() -> Iterator[Path]:
+    """A temporary directory an embedded server's own user can reach (it runs as
+    another user under root). Not pytest's tmp_path: every pytest session takes
+    the access bits of others off its per-user base directory, and other sessions
+    may start while this one runs."""
+    with tempfile.TemporaryDirectory(prefix="kb-test-") as name:
+        Path(name).chmod(0o755)
+        yield Path(name)
 
 
 def free_port() -> int:

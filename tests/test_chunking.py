@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from kbsite.text import clean_inline, count_tokens
-from retrieval.chunking import MAX_TOKENS, chunk_markdown
+from retrieval.chunking import MAX_TOKENS, PREFIX_TOKENS, ChunkDraft, chunk_markdown
 
 PAGE = """Intro before any heading.
 
@@ -103,7 +103,7 @@ def test_long_prose_is_split_at_sentences_with_a_small_overlap():
     chunks = chunk_markdown(f"## Long\n\n{prose}\n")
 
     assert len(chunks) > 2
-    assert all(count_tokens(c.text) <= MAX_TOKENS + 20 for c in chunks)
+    assert all(count_tokens(c.text) <= MAX_TOKENS for c in chunks)
     for first, second in zip(chunks, chunks[1:], strict=False):
         last_sentence = first.text.rsplit(". ", 1)[-1]
         assert second.text.startswith(last_sentence)
@@ -122,13 +122,93 @@ def test_a_long_list_is_split_between_items():
         assert all(line.startswith("- item") for line in body.split("\n"))
 
 
-def test_a_huge_code_block_is_never_cut():
-    code = "\n".join(f"x{i} = {i}" for i in range(1500))
+def body_of(chunk: ChunkDraft, heading: str) -> str:
+    return chunk.text.removeprefix(f"{heading}\n\n")
 
-    chunks = chunk_markdown(f"## Code\n\n```python\n{code}\n```\n")
 
-    assert len(chunks) == 1
-    assert code in chunks[0].text
+def assert_under_the_cap(chunks: list[ChunkDraft]) -> None:
+    assert chunks
+    assert max(count_tokens(c.text) for c in chunks) <= MAX_TOKENS
+    assert max(c.token_count for c in chunks) <= MAX_TOKENS + PREFIX_TOKENS
+
+
+def test_a_huge_paragraph_with_no_sentence_end_is_cut_at_words_under_the_cap():
+    words = [f"word{i % 997}" for i in range(60_000)]
+    markdown = f"## Long\n\n{' '.join(words)}\n"
+
+    chunks = chunk_markdown(markdown, title="Doc")
+
+    assert_under_the_cap(chunks)
+    assert len(chunks) > 100
+    cut = " ".join(body_of(c, "## Long") for c in chunks).split()
+    assert cut == words, "every word once, in order, none cut in two"
+    assert hashes(markdown, "Doc") == [c.embed_hash for c in chunks], "the same cut"
+
+
+def test_a_huge_code_block_is_cut_at_lines_into_fenced_blocks():
+    lines = [f"    x{i} = compute({i})  # step {i}" for i in range(8000)]
+    markdown = "## Code\n\n```python title=app.py\n" + "\n".join(lines) + "\n```\n"
+
+    chunks = chunk_markdown(markdown)
+
+    assert_under_the_cap(chunks)
+    assert len(chunks) > 10
+    assert chunks[0].text.startswith("## Code\n\n```python title=app.py\n")
+    kept = []
+    for chunk in chunks:
+        fence, *code, close = body_of(chunk, "## Code").split("\n")
+        assert (fence, close) == ("```python title=app.py", "```")
+        kept += code
+    assert kept == lines
+
+
+def test_a_huge_table_is_cut_between_rows_each_piece_under_the_header():
+    header = "| Setting | Default |\n| ------- | ------- |"
+    rows = [f"| setting_{i} | value {i * 7} |" for i in range(10_000)]
+
+    chunks = chunk_markdown(f"## Settings\n\n{header}\n" + "\n".join(rows) + "\n")
+
+    assert_under_the_cap(chunks)
+    kept = []
+    for chunk in chunks:
+        body = body_of(chunk, "## Settings")
+        assert body.startswith(f"{header}\n")
+        kept += body.removeprefix(f"{header}\n").split("\n")
+    assert kept == rows
+
+
+def test_a_single_one_megabyte_line_of_code_is_cut_at_characters_still_fenced():
+    line = "é" * 200_000 + "x" * 300_000 + "ab" * 150_000
+
+    chunks = chunk_markdown(f"## Blob\n\n```\n{line}\n```\n")
+
+    assert_under_the_cap(chunks)
+    bodies = [body_of(c, "## Blob") for c in chunks]
+    assert all(b.startswith("```\n") and b.endswith("\n```") for b in bodies)
+    assert "".join(b[4:-4] for b in bodies) == line, "no character lost or broken"
+
+
+def test_a_block_that_fits_alone_but_not_after_its_heading_is_cut_to_fit():
+    heading = "## Workers and the queues they read"
+    sentence = "Each worker reads one queue and writes its results back. "
+    paragraph = (sentence * 63).strip()
+    assert count_tokens(paragraph) <= MAX_TOKENS
+    assert count_tokens(f"{heading}\n\n{paragraph}") > MAX_TOKENS
+
+    chunks = chunk_markdown(f"{heading}\n\n{paragraph}\n")
+
+    assert_under_the_cap(chunks)
+    assert chunks[0].text.startswith(f"{heading}\n\nEach worker")
+    assert len(chunks) == 2
+
+
+def test_a_monstrous_heading_is_cut_and_bounded_in_the_embedded_text():
+    heading = " ".join(f"h{i}" for i in range(5000))
+
+    chunks = chunk_markdown(f"## {heading}\n\nShort text.\n", title="Doc")
+
+    assert_under_the_cap(chunks)
+    assert "Short text." in chunks[-1].text
 
 
 def test_empty_markdown_has_no_chunks():

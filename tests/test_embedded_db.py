@@ -7,8 +7,10 @@ import sys
 import textwrap
 
 import pytest
+from django.db import OperationalError, connection
 
-from kbsite.pgembedded.server import EmbeddedPostgres
+from kbsite.pgembedded.base import DatabaseWrapper
+from kbsite.pgembedded.server import EmbeddedPostgres, ServerError
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.slow
@@ -52,8 +54,8 @@ def start_long_holder(root, statement: str) -> subprocess.Popen:
     return process
 
 
-def test_processes_share_one_server_and_the_last_one_out_stops_it(tmp_path):
-    root = tmp_path / "var"
+def test_processes_share_one_server_and_the_last_one_out_stops_it(server_tmp_path):
+    root = server_tmp_path / "var"
     server = EmbeddedPostgres.at(root)
     holder = start_long_holder(root, "CREATE TABLE notes (body text)")
     try:
@@ -74,8 +76,8 @@ def test_processes_share_one_server_and_the_last_one_out_stops_it(tmp_path):
     assert server.live_holders() == []
 
 
-def test_a_holder_killed_with_sigkill_does_not_keep_the_server_forever(tmp_path):
-    root = tmp_path / "var"
+def test_a_holder_killed_with_sigkill_does_not_keep_the_server_forever(server_tmp_path):
+    root = server_tmp_path / "var"
     server = EmbeddedPostgres.at(root)
     holder = start_long_holder(root, "CREATE TABLE notes (body text)")
     holder.kill()
@@ -89,10 +91,55 @@ def test_a_holder_killed_with_sigkill_does_not_keep_the_server_forever(tmp_path)
     assert server.live_holders() == []
 
 
-def test_data_survives_a_restart(tmp_path):
-    root = tmp_path / "var"
+def test_data_survives_a_restart(server_tmp_path):
+    root = server_tmp_path / "var"
     run_holder(root, "CREATE TABLE notes (body text)")
     run_holder(root, "INSERT INTO notes VALUES ('first run')")
 
     assert run_holder(root, "SELECT 1") == "1"
     assert EmbeddedPostgres.at(root).running() is None
+
+
+@pytest.fixture
+def unstartable(server_tmp_path) -> EmbeddedPostgres:
+    """A server whose log quotes page text, and whose next start fails."""
+    root = server_tmp_path / "var"
+    # The server logs an error quoting a value (page text, in this product).
+    run_holder(
+        root,
+        "DO $$ BEGIN PERFORM 'secret page text'::int; "
+        "EXCEPTION WHEN others THEN RAISE LOG '%', SQLERRM; END $$; "
+        "CREATE TABLE notes (body text)",
+    )
+    server = EmbeddedPostgres.at(root)
+    with open(server.data_dir / "postgresql.conf", "a") as conf:
+        conf.write("\nshared_buffers = 'nonsense'\n")
+    return server
+
+
+def test_a_failed_start_names_the_log_and_the_reason_but_quotes_no_page_text(
+    unstartable: EmbeddedPostgres,
+):
+    with pytest.raises(ServerError) as failure:
+        unstartable.hold(None)
+
+    message = str(failure.value)
+    assert "secret page text" in unstartable.log_file.read_text()
+    assert "secret page text" not in message
+    assert message.startswith("pg_ctl exited with status 1")
+    assert "contains errors" in message, "the server's FATAL line says why"
+    assert message.endswith(f"; see {unstartable.log_file}")
+
+
+def test_to_django_a_server_that_cannot_start_is_a_database_out_of_reach(
+    unstartable: EmbeddedPostgres, django_db_blocker
+):
+    embedded = DatabaseWrapper(
+        {**connection.settings_dict, "EMBEDDED_ROOT": unstartable.root, "NAME": "kb"}
+    )
+
+    with (
+        django_db_blocker.unblock(),
+        pytest.raises(OperationalError, match="pg_ctl exited with status 1"),
+    ):
+        embedded.ensure_connection()

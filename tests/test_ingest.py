@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from unittest import mock
 
+import pytest
+from django.db import connection
 from django.test import override_settings
 from django.utils import timezone
 from django_q.models import OrmQ, Schedule
@@ -11,9 +14,20 @@ from django_q.models import OrmQ, Schedule
 from ingest.models import Delivery
 from ingest.process import delivery_process
 from ingest.queueing import deliveries_requeue_stalled, delivery_requeue
+from kbsite.text import count_tokens
+from retrieval.chunking import MAX_TOKENS, PREFIX_TOKENS
+from retrieval.embeddings import MAX_INPUT_TOKENS
 from retrieval.models import Chunk, Embedding
-from sources.models import Page, PageVersion
-from tests.world import INSTALL, INSTALL_EDITED, SITE, IngestWorld, run_queued
+from retrieval.search import SearchMode, chunks_search
+from sources.models import Page, PageVersion, Source
+from tests.world import (
+    INSTALL,
+    INSTALL_EDITED,
+    SITE,
+    IngestWorld,
+    receive_delivery,
+    run_queued,
+)
 
 URL = f"{SITE}/install/"
 
@@ -276,6 +290,59 @@ class ProviderFailureTests(IngestWorld):
         assert "Python 3.12" in self.page().markdown
 
 
+class FailureTextTests(IngestWorld):
+    """A failed attempt is recorded and logged without the page text its error
+    message quotes."""
+
+    def test_a_database_error_quoting_page_text_is_recorded_without_it(self):
+        def cast_to_int(*, page, drafts):  # a real DataError that quotes its value
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT %s::int", ["\n".join(d.text for d in drafts)])
+
+        with (
+            mock.patch("ingest.process.page_chunks_replace", cast_to_int),
+            self.assertLogs("ingest.process", "ERROR") as logs,
+        ):
+            delivery = self.ingest()
+
+        assert delivery.state == Delivery.State.QUEUED
+        assert delivery.error == (
+            'django.db.utils.DataError: invalid input syntax for type integer: "…"'
+        )
+        assert "Python" not in "\n".join(logs.output)
+        assert "cast_to_int" in "\n".join(logs.output), "the stack is logged"
+
+
+class HugePageTests(IngestWorld):
+    """A page far longer than a chunk, as scraped pages sometimes are: a paragraph
+    of a megabyte with no sentence end, and a <pre> block of half a megabyte."""
+
+    def setUp(self):
+        self.api = self.serve_from_fake_openai(OPENAI_MAX_RETRIES=0)
+
+    def test_a_megabyte_paragraph_and_a_huge_pre_block_are_embedded_and_found(self):
+        # Distinct words: a tsvector of one chunk holding them all passes 1 MB.
+        words = " ".join(f"w{i:06d}x" for i in range(130_000))
+        listing = "\n".join(f"row_{i} = fetch({i})" for i in range(30_000))
+        html = (
+            "<html><head><title>Dump</title></head><body><main><h1>Dump</h1>"
+            f"<h2>Words</h2><p>{words}</p><h2>Listing</h2><pre>{listing}</pre>"
+            "</main></body></html>"
+        )
+
+        delivery = self.ingest(f"{SITE}/dump/", html)
+
+        assert delivery.outcome == Delivery.Outcome.EMBEDDED, delivery.error
+        chunks = self.page(f"{SITE}/dump/").chunks.all()
+        assert chunks.count() > 200
+        assert max(count_tokens(c.text) for c in chunks) <= MAX_TOKENS
+        assert max(c.token_count for c in chunks) <= MAX_TOKENS + PREFIX_TOKENS
+        assert max(count_tokens(text) for text in self.api.seen) <= MAX_INPUT_TOKENS
+        for query in ("w064999x", "row_29999"):
+            found = chunks_search(query=query, user=None, k=1, mode=SearchMode.KEYWORD)
+            assert query in found.hits[0].chunk.text
+
+
 class StalledDeliveryTests(IngestWorld):
     def test_a_claimed_delivery_whose_job_is_gone_is_queued_again(self):
         stalled, running = self.receive(), self.receive()
@@ -332,3 +399,23 @@ class StalledDeliveryTests(IngestWorld):
         )
 
         assert (sweep.schedule_type, sweep.minutes, sweep.repeats) == ("I", 10, -1)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_job_whose_connection_was_cut_records_its_retry_on_a_new_one(settings):
+    settings.DELIVERY_RETRY_SECONDS = 0
+    Source.objects.create(name="Example docs", seed_urls=f"{SITE}/")
+    delivery = receive_delivery()
+    OrmQ.objects.all().delete()  # taken by the worker that runs it below
+
+    def lose_the_connection(delivery: Delivery) -> None:  # as a database restart does
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+
+    with mock.patch("ingest.process._process", lose_the_connection):
+        result = delivery_process(delivery_id=delivery.pk)
+
+    delivery.refresh_from_db()
+    assert result == delivery.state == Delivery.State.QUEUED
+    assert delivery.error.startswith("django.db.utils.OperationalError: ")
+    assert run_queued("ingest.tasks.delivery_process_task") == ["embedded"]

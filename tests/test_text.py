@@ -7,7 +7,7 @@ import tiktoken.registry
 
 from ingest.boilerplate import line_shape, shape_hash, strip
 from kbsite import text as tokens
-from kbsite.text import fenced, sentences
+from kbsite.text import count_tokens, fenced, sentences, split_tokens
 from retrieval.chunking import chunk_markdown
 
 
@@ -74,3 +74,23 @@ def test_sentences_split_where_a_new_sentence_starts():
         "Then e.g. this.",
         "3 more",
     ]
+
+
+def test_split_tokens_cuts_lines_into_pieces_under_the_limit_losing_nothing():
+    lines = [f"line {i}: ünïcödé 東京 text" for i in range(3000)]
+
+    pieces = split_tokens("\n".join(lines), 100, lines=True)
+
+    assert all(count_tokens(text) == tokens <= 100 for text, tokens in pieces)
+    assert "\n".join(text for text, _ in pieces).split("\n") == lines
+    sizes = [tokens for _, tokens in pieces[:-1]]
+    assert min(sizes) > 50, "about equal shares, no sliver"
+
+
+def test_split_tokens_cuts_a_word_longer_than_the_limit_between_characters():
+    text = "start " + "東京" * 5000 + "é" * 5000 + " end"
+
+    pieces = [piece for piece, _ in split_tokens(text, 100)]
+
+    assert all(count_tokens(piece) <= 100 for piece in pieces)
+    assert "".join(pieces).replace(" ", "") == text.replace(" ", ""), "none broken"

@@ -1,8 +1,10 @@
 from __future__ import annotations
 
+import subprocess
+
 from django.db.backends.postgresql import base
 
-from .server import EmbeddedPostgres
+from .server import EmbeddedPostgres, ServerError
 
 
 class DatabaseWrapper(base.DatabaseWrapper):
@@ -11,7 +13,14 @@ class DatabaseWrapper(base.DatabaseWrapper):
     def get_connection_params(self):
         params = super().get_connection_params()
         server = EmbeddedPostgres.at(self.settings_dict["EMBEDDED_ROOT"])
-        info = server.hold(self.settings_dict["NAME"])
+        try:
+            info = server.hold(self.settings_dict["NAME"])
+        except (ServerError, subprocess.TimeoutExpired) as exc:
+            # A server that cannot start right now (after a crash, PostgreSQL
+            # refuses while the old postmaster's lock or memory is still held) is
+            # a database that cannot be reached: Django raises OperationalError,
+            # and the webhook answers 503 so that the crawler delivers again.
+            raise self.Database.OperationalError(str(exc)) from exc
         params["host"] = str(info.socket_dir)
         params["port"] = info.port
         return params

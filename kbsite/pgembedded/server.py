@@ -21,6 +21,7 @@ import importlib.util
 import logging
 import os
 import pwd
+import re
 import stat
 import subprocess
 import tempfile
@@ -34,6 +35,15 @@ PORT = 5432
 SYSTEM_USER = "kbpostgres"
 # sun_path is 108 bytes on Linux, including the trailing NUL.
 MAX_SOCKET_PATH = 100
+# What a failed pg_ctl or initdb may put in an exception message, at most.
+ERROR_LINES = 5
+ERROR_CHARS = 500
+LOG_READ_BYTES = 64 * 1024
+# The server's own verdict on why it stopped, after the default log_line_prefix
+# ("%m [%p] "); its DETAIL and STATEMENT lines, which quote data, are other lines.
+FATAL_LINE = re.compile(
+    r"^\d{4}-\d\d-\d\d [\d:.]+ \S+ \[\d+\] (?:FATAL|PANIC):\s+(.*)$"
+)
 
 
 def _bin_dir() -> Path:
@@ -44,6 +54,11 @@ def _bin_dir() -> Path:
             "the pgserver package is not installed (pip install pgserver)"
         )
     return Path(spec.submodule_search_locations[0]) / "pginstall" / "bin"
+
+
+class ServerError(RuntimeError):
+    """The server could not be started (or stopped): ``pg_ctl`` or ``initdb``
+    failed, or the server did not come up."""
 
 
 @dataclass(frozen=True)
@@ -191,9 +206,7 @@ class EmbeddedPostgres:
         )
         info = self.running()
         if info is None:
-            raise RuntimeError(
-                f"embedded PostgreSQL did not start; see {self.log_file}"
-            )
+            raise ServerError(f"embedded PostgreSQL did not start; see {self.log_file}")
         logger.info(
             "embedded PostgreSQL started (pid %s, socket %s)", info.pid, info.socket_dir
         )
@@ -246,6 +259,7 @@ class EmbeddedPostgres:
                 "group": pwd.getpwnam(user).pw_gid,
                 "extra_groups": [],
             }
+        logged = _size(self.log_file)
         with tempfile.TemporaryFile("w+") as err:
             result = subprocess.run(
                 command,
@@ -259,9 +273,8 @@ class EmbeddedPostgres:
             err.seek(0)
             message = err.read().strip()
         if result.returncode != 0:
-            log_tail = _tail(self.log_file)
-            raise RuntimeError(
-                f"{program} failed ({result.returncode}): {message}\n{log_tail}"
+            raise ServerError(
+                _failure(program, result.returncode, message, self.log_file, logged)
             )
 
 
@@ -335,8 +348,37 @@ def _ensure_traversable(path: Path) -> None:
             parent.chmod(mode | stat.S_IXOTH)
 
 
-def _tail(path: Path, lines: int = 20) -> str:
+def _size(path: Path) -> int:
     try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
+def _failure(program: str, code: int, errors: str, log: Path, since: int) -> str:
+    """Why a program failed, for an exception message (which ends up in logs and
+    in the queue's failure records): the program's own error output, the log's
+    path, and the last FATAL or PANIC line the server wrote during this run. Never
+    the rest of the log: the statements that failed, and the page text they
+    carry, are written there."""
+    lines = errors.strip().splitlines()[-ERROR_LINES:]
+    reason = "; ".join(line.strip() for line in lines if line.strip())[:ERROR_CHARS]
+    fatal = _last_fatal(log, since)
+    return (
+        f"{program} exited with status {code}"
+        + (f": {reason}" if reason else "")
+        + (f"; the server said: {fatal}" if fatal else "")
+        + f"; see {log}"
+    )
+
+
+def _last_fatal(log: Path, since: int) -> str:
+    """The message of the last FATAL or PANIC line written after ``since``."""
+    try:
+        with open(log, "rb") as handle:
+            handle.seek(max(since, _size(log) - LOG_READ_BYTES))
+            written = handle.read(LOG_READ_BYTES).decode("utf-8", errors="replace")
     except FileNotFoundError:
         return ""
+    messages = [m.group(1) for m in map(FATAL_LINE.match, written.splitlines()) if m]
+    return messages[-1].strip()[:ERROR_CHARS] if messages else ""

@@ -30,6 +30,8 @@ class FakeCrawler:
     callback_url: str  # e.g. http://127.0.0.1:8000/webhooks/crawlbase/?token=secret
     max_attempts: int = 3
     log: list[Answer] = field(default_factory=list)
+    # Every answer to every POST, redeliveries included: (status, body).
+    posts: list[tuple[int, dict]] = field(default_factory=list)
 
     def deliver(
         self,
@@ -96,6 +98,8 @@ class FakeCrawler:
         finally:
             connection.close()
         try:
-            return response.status, json.loads(data or b"{}")
+            answer = response.status, json.loads(data or b"{}")
         except json.JSONDecodeError:
-            return response.status, {"raw": data.decode(errors="replace")}
+            answer = response.status, {"raw": data.decode(errors="replace")}
+        self.posts.append(answer)
+        return answer
