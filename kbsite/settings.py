@@ -122,6 +122,16 @@ else:
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+# On the same database, so every process shares it: the API's throttles count there
+# (a per-process cache would multiply each rate by the number of web workers). The
+# table is created after every migrate.
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.db.DatabaseCache",
+        "LOCATION": "kb_cache",
+    }
+}
+
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": f"django.contrib.auth.password_validation.{name}"}
     for name in [
