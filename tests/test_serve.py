@@ -1,0 +1,154 @@
+"""``manage.py serve`` run as a terminal runs it: how it stops and the worker's CPU
+priority. Real processes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+
+import psutil
+import pytest
+
+from tests.conftest import PYTHON, ROOT, free_port, subprocess_env
+from tests.test_processes import wait_for
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+TOKEN = "serve-test-token-0123456789"
+Q_WORKERS = 2
+# The cluster's main process, its sentinel, monitor, pusher and workers.
+CLUSTER_PROCESSES = 4 + Q_WORKERS
+
+
+class Served:
+    """A running ``manage.py serve`` and every process it had started."""
+
+    def __init__(self, *args: str, **env: str) -> None:
+        self.port = free_port()
+        # A file, not a pipe: a child left running would keep a pipe open.
+        self.log = tempfile.TemporaryFile("w+")
+        self.process = subprocess.Popen(
+            [PYTHON, "manage.py", "serve", "--bind", f"127.0.0.1:{self.port}", *args],
+            cwd=ROOT,
+            env=subprocess_env(WEBHOOK_TOKEN=TOKEN, Q_WORKERS=str(Q_WORKERS), **env),
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            # A process group of its own, as a shell gives a job: the test can then
+            # send what a terminal's Ctrl-C sends, to the whole group.
+            start_new_session=True,
+        )
+        self.tree: list[psutil.Process] = []
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def wait_until_up(self, *, cluster: bool) -> None:
+        wait_for(f"{self.url}/healthz/", 60)
+        deadline = time.monotonic() + 60
+        while True:
+            self.tree = psutil.Process(self.process.pid).children(recursive=True)
+            if not cluster or (
+                len(self.named("qcluster")) >= CLUSTER_PROCESSES
+                and "] running." in self.output()
+            ):
+                return
+            assert time.monotonic() < deadline, "the worker cluster did not start"
+            time.sleep(0.25)
+
+    def named(self, word: str) -> list[psutil.Process]:
+        found = []
+        for process in self.tree:
+            try:
+                if word in " ".join(process.cmdline()):
+                    found.append(process)
+            except psutil.Error:
+                continue
+        return found
+
+    def left_running(self) -> list[psutil.Process]:
+        return [process for process in self.tree if _running(process)]
+
+    def output(self) -> str:
+        self.log.seek(0)
+        return self.log.read()
+
+    def wait(self) -> str:
+        """Wait for serve to exit; its output."""
+        self.process.wait(timeout=90)
+        return self.output()
+
+    def stop(self, signum: int = signal.SIGINT) -> str:
+        self.process.send_signal(signum)
+        return self.wait()
+
+    def clean_up(self) -> None:
+        """Whatever the test found, leave nothing holding the test database."""
+        if self.process.poll() is None:
+            self.tree += psutil.Process(self.process.pid).children(recursive=True)
+            self.process.kill()
+            self.process.wait()
+        for process in self.left_running():
+            process.kill()
+        self.log.close()
+
+
+def _running(process: psutil.Process) -> bool:
+    try:
+        return process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+@pytest.fixture
+def serve() -> Iterator[Callable[..., Served]]:
+    started: list[Served] = []
+
+    def start(*args: str, **env: str) -> Served:
+        served = Served(*args, **env)
+        started.append(served)
+        return served
+
+    yield start
+    for served in started:
+        served.clean_up()
+
+
+@pytest.mark.parametrize("how", ["ctrl_c_to_the_group", "sigterm_to_serve"])
+def test_a_stop_leaves_no_process_of_the_tree_running(serve, how):
+    served = serve("--web-workers", "2")
+    served.wait_until_up(cluster=True)
+    assert len(served.named("gunicorn")) == 3
+    # A terminal's Ctrl-C goes to serve's process group; serve alone must get it,
+    # or the cluster gets two stop signals and can deadlock in its handler.
+    in_group = [p.pid for p in served.tree if os.getpgid(p.pid) == served.process.pid]
+    assert not in_group
+    time.sleep(1)  # the cluster settles into waiting for its sentinel, as in use
+
+    if how == "ctrl_c_to_the_group":
+        os.killpg(served.process.pid, signal.SIGINT)
+    else:
+        served.process.send_signal(signal.SIGTERM)
+    output = served.wait()
+
+    assert served.process.returncode == 0, output
+    assert "Stopped." in output
+    left = [(p.pid, " ".join(p.cmdline())) for p in served.left_running()]
+    assert not left, f"still running after serve stopped: {left}\n{output}"
+
+
+def test_the_worker_cluster_runs_at_a_lower_cpu_priority_than_the_web_server(serve):
+    served = serve("--web-workers", "1", WORKER_NICE="7")
+    served.wait_until_up(cluster=True)
+    base = psutil.Process(served.process.pid).nice()
+
+    web = {process.nice() for process in served.named("gunicorn")}
+    worker = {process.nice() for process in served.named("qcluster")}
+
+    assert web == {base}
+    assert worker == {min(base + 7, 19)}
+    served.stop()
