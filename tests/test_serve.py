@@ -1,10 +1,13 @@
-"""``manage.py serve`` run as a terminal runs it: how it stops and the worker's CPU
-priority. Real processes."""
+"""``manage.py serve`` run as a terminal runs it: how it stops, slow clients, and
+the worker's CPU priority. Real processes, real sockets."""
 
 from __future__ import annotations
 
+import http.client
+import json
 import os
 import signal
+import socket
 import subprocess
 import tempfile
 import time
@@ -14,7 +17,7 @@ import psutil
 import pytest
 
 from tests.conftest import PYTHON, ROOT, free_port, subprocess_env
-from tests.test_processes import wait_for
+from tests.test_processes import get, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -152,3 +155,41 @@ def test_the_worker_cluster_runs_at_a_lower_cpu_priority_than_the_web_server(ser
     assert web == {base}
     assert worker == {min(base + 7, 19)}
     served.stop()
+
+
+def _slow_sender(port: int) -> socket.socket:
+    """A delivery that sends its headers and 10 of its 1,000 body bytes, then stalls."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+    sock.sendall(
+        f"POST /webhooks/crawlbase/?token={TOKEN} HTTP/1.1\r\n"
+        f"Host: 127.0.0.1:{port}\r\nContent-Type: text/plain\r\n"
+        "rid: slow-1\r\nurl: https://docs.example.com/slow\r\n"
+        "Original-Status: 200\r\nPC-Status: 200\r\n"
+        "Content-Length: 1000\r\n\r\n".encode()
+        + b"0123456789"
+    )
+    return sock
+
+
+def test_slow_request_bodies_neither_block_the_server_nor_hold_it_for_long(serve):
+    served = serve("--no-worker", "--web-workers", "2", WEB_BODY_TIMEOUT="3")
+    served.wait_until_up(cluster=False)
+    senders = [_slow_sender(served.port) for _ in range(4)]
+    time.sleep(0.5)  # the senders' requests are in the workers now
+
+    try:
+        started = time.monotonic()
+        assert get(f"{served.url}/healthz/") == (200, '{"ok": true}')
+        # A liveness bound, not a benchmark: a blocked server takes 30 s here.
+        assert time.monotonic() - started < 5
+        # The body's time is bounded: each sender is answered, not kept waiting.
+        for sock in senders:
+            answer = http.client.HTTPResponse(sock)
+            answer.begin()
+            assert answer.status == 408
+            assert json.loads(answer.read())["error"] == "body_unreadable"
+    finally:
+        for sock in senders:
+            sock.close()
+    output = served.stop()
+    assert served.process.returncode == 0, output

@@ -78,9 +78,9 @@ class Command(BaseCommand):
     def _start_web(self, bind: str, workers: int) -> subprocess.Popen:
         command = [
             sys.executable, "-m", "gunicorn", "kbsite.wsgi",
+            "--config", "python:kbsite.gunicorn_conf",
             "--bind", bind,
             "--workers", str(workers),
-            "--graceful-timeout", "10",
             "--access-logfile", "-",
             # %(U)s is the path without the query string, which may hold a token.
             "--access-logformat", '%(h)s "%(m)s %(U)s" %(s)s %(B)s %(M)sms',
