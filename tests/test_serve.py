@@ -15,6 +15,8 @@ from collections.abc import Callable, Iterator
 
 import psutil
 import pytest
+from django_q.models import OrmQ
+from django_q.tasks import async_task
 
 from tests.conftest import PYTHON, ROOT, free_port, subprocess_env
 from tests.test_processes import get, wait_for
@@ -193,3 +195,24 @@ def test_slow_request_bodies_neither_block_the_server_nor_hold_it_for_long(serve
             sock.close()
     output = served.stop()
     assert served.process.returncode == 0, output
+
+
+def test_a_second_ctrl_c_kills_what_a_long_job_keeps_running(serve):
+    served = serve("--web-workers", "1", Q_TIMEOUT="120")
+    served.wait_until_up(cluster=True)
+    async_task("time.sleep", 60)
+    deadline = time.monotonic() + 30
+    while not OrmQ.objects.filter(lock__isnull=False).exists():
+        assert time.monotonic() < deadline, "no worker took the job"
+        time.sleep(0.2)
+    time.sleep(1)  # the worker is inside the job now
+
+    os.killpg(served.process.pid, signal.SIGINT)
+    time.sleep(2)
+    assert served.process.poll() is None, "the cluster waits for its job"
+    os.killpg(served.process.pid, signal.SIGINT)
+    output = served.wait()
+
+    assert "processes still running" in output
+    left = [(p.pid, " ".join(p.cmdline())) for p in served.left_running()]
+    assert not left, f"still running after serve stopped: {left}\n{output}"

@@ -144,8 +144,11 @@ class Command(BaseCommand):
         leftovers = _group_members(groups)
         if leftovers:
             self.stderr.write(f"Killing {len(leftovers)} processes still running.")
-        for group in groups:
+        # Only groups that still have members: an empty group's id may be reused.
+        for group in {group for group in groups if _group_members({group})}:
             try:
+                # The whole group at once: a gunicorn master would replace workers
+                # killed one by one.
                 os.killpg(group, signal.SIGKILL)
             except ProcessLookupError:
                 continue
