@@ -158,13 +158,18 @@ class Command(BaseCommand):
 
 
 def _spawn(command: list[str], *, nice: int = 0) -> subprocess.Popen:
-    """Start ``command`` in a session of its own: a terminal's Ctrl-C then reaches
-    this command alone, which forwards one stop signal (a second SIGINT can
-    deadlock django-q2's cluster in its signal handler)."""
+    """Start ``command`` in a process group of its own: a terminal's Ctrl-C then
+    reaches this command alone, which forwards one stop signal (a second SIGINT can
+    deadlock django-q2's cluster in its signal handler). Not a session of its own:
+    where Linux groups CPU time by session (autogroups), the nice value of a process
+    weighs only against its own session's, so the worker must share the web
+    server's session for its lower priority to count."""
     return subprocess.Popen(
         command,
         cwd=settings.BASE_DIR,
-        start_new_session=True,
+        # Outside the terminal's foreground group, reading it would stop the child.
+        stdin=subprocess.DEVNULL,
+        process_group=0,
         preexec_fn=_child_setup(nice),
     )
 
