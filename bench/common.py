@@ -23,14 +23,41 @@ def django_with_fake_openai(dimensions: int = 256):
     from tests.fakes.openai_api import FakeOpenAI
 
     fake = FakeOpenAI().__enter__()
-    django_fresh(
-        EMBEDDING_BACKEND="openai",
-        EMBEDDING_MODEL="text-embedding-3-small",
-        EMBEDDING_DIMENSIONS=str(dimensions),
-        OPENAI_API_KEY="sk-bench",
-        OPENAI_BASE_URL=fake.base_url,
-    )
+    django_fresh(**fake_openai_env(fake.base_url, dimensions))
     return fake
+
+
+def fake_openai_env(base_url: str, dimensions: int = 256) -> dict[str, str]:
+    """Settings that send embeddings to the fake OpenAI endpoint at ``base_url``."""
+    return {
+        "EMBEDDING_BACKEND": "openai",
+        "EMBEDDING_MODEL": "text-embedding-3-small",
+        "EMBEDDING_DIMENSIONS": str(dimensions),
+        "OPENAI_API_KEY": "sk-bench",
+        "OPENAI_BASE_URL": base_url,
+    }
+
+
+def start_fake_openai_process() -> tuple[subprocess.Popen, str]:
+    """The fake OpenAI endpoint in a process of its own, so its work does not share
+    the interpreter lock with the caller's threads. Stops when its stdin closes.
+    Returns the process and its base URL."""
+    code = (
+        "import sys, django; django.setup(); "
+        "from tests.fakes.openai_api import FakeOpenAI; "
+        "fake = FakeOpenAI().__enter__(); print(fake.base_url, flush=True); "
+        "sys.stdin.read()"
+    )
+    env = dict(os.environ, DJANGO_SETTINGS_MODULE="kbsite.settings")
+    process = subprocess.Popen(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    return process, process.stdout.readline().strip()
 
 
 def django_fresh(*, keep: bool = False, **env: str) -> None:
@@ -96,23 +123,12 @@ def deliver_all(name: str, pages: list[tuple[str, str, int]], fake=None) -> Roun
     cluster processes them. Returns when every job, follow-ups included, is done."""
     from django_q.models import OrmQ
 
-    from ingest import wire
     from ingest.models import Delivery
-    from ingest.queueing import delivery_receive
 
     result = Round(name, pages=len(pages))
     requests, tokens = (fake.requests, fake.tokens) if fake else (0, 0)
     started = time.perf_counter()
-    for number, (url, html, status) in enumerate(pages):
-        parsed = wire.ParsedDelivery(
-            rid=f"{name}-{number}", url=url, original_status=status,
-            crawler_status=200, body_format="html",
-        )  # fmt: skip
-        raw = gzip.compress(html.encode())
-        delivery_id, _ = delivery_receive(
-            parsed=parsed, raw=raw, content_type="text/plain"
-        )
-        result.delivery_ids[url] = delivery_id
+    result.delivery_ids = queue_deliveries(name, pages)
     ids = list(result.delivery_ids.values())
     open_states = [Delivery.State.QUEUED, Delivery.State.PROCESSING]
     while Delivery.objects.filter(pk__in=ids, state__in=open_states).exists() or (
@@ -126,3 +142,21 @@ def deliver_all(name: str, pages: list[tuple[str, str, int]], fake=None) -> Roun
     outcomes = Delivery.objects.filter(pk__in=ids).values_list("outcome", flat=True)
     result.outcomes.update(outcomes)
     return result
+
+
+def queue_deliveries(name: str, pages: list[tuple[str, str, int]]) -> dict[str, int]:
+    """Store and queue (url, html, status) pages as the webhook does; url → id."""
+    from ingest import wire
+    from ingest.queueing import delivery_receive
+
+    ids = {}
+    for number, (url, html, status) in enumerate(pages):
+        parsed = wire.ParsedDelivery(
+            rid=f"{name}-{number}", url=url, original_status=status,
+            crawler_status=200, body_format="html",
+        )  # fmt: skip
+        raw = gzip.compress(html.encode())
+        ids[url], _ = delivery_receive(
+            parsed=parsed, raw=raw, content_type="text/plain"
+        )
+    return ids

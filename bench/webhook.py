@@ -5,7 +5,12 @@ benchmark database, then sends real gzip deliveries (pages of the PostgreSQL man
 each with a new rid) from 32 threads over loopback, one connection per delivery as
 Crawlbase does. Prints p50/p99 latency and deliveries per second.
 
-    .venv/bin/python -m bench.webhook [--deliveries 3000] [--senders 32]
+With ``--with-ingest`` it then measures again under ingest load: a first crawl of
+the manual (1,169 pages, embedded through a local fake of the OpenAI API) is queued,
+and ``manage.py serve`` runs with its worker cluster, as ``make run`` does, so the
+web server and the worker share the cores the way they do in use.
+
+    .venv/bin/python -m bench.webhook [--deliveries 3000] [--senders 32] [--with-ingest]
     .venv/bin/python -m bench.webhook --url http://127.0.0.1:8000 --token T
 """
 
@@ -22,23 +27,40 @@ import sys
 import threading
 import time
 import urllib.request
+from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from bench.corpus import pages
+import psutil
+
+from bench.corpus import BASE_URL, pages
 
 ROOT = Path(__file__).resolve().parent.parent
 TOKEN = "bench-token"
+PORT = 8765
+# Crawl deliveries done before the senders start: the worker is busy by then.
+INGEST_WARM_UP = 20
 
 
-def start_server(port: int, workers: int) -> subprocess.Popen:
+@dataclass
+class Run:
+    latencies: list[float] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def p(self, quantile: float) -> float:
+        ordered = sorted(self.latencies)
+        return ordered[min(len(ordered) - 1, int(quantile * len(ordered)))] * 1000
+
+
+def start_server(port: int, workers: int, *, worker: bool = False) -> subprocess.Popen:
     env = dict(os.environ, EMBEDDED_DB_NAME="kb_bench", WEBHOOK_TOKEN=TOKEN,
                LOG_LEVEL="WARNING")  # fmt: skip
     subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env,
                    check=True)  # fmt: skip
     server = subprocess.Popen(
-        [sys.executable, "manage.py", "serve", "--no-worker", "--web-workers",
-         str(workers), "--bind", f"127.0.0.1:{port}"],
+        [sys.executable, "manage.py", "serve", "--web-workers", str(workers),
+         "--bind", f"127.0.0.1:{port}", *([] if worker else ["--no-worker"])],
         cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     deadline = time.monotonic() + 60
@@ -50,6 +72,11 @@ def start_server(port: int, workers: int) -> subprocess.Popen:
             time.sleep(0.3)
     server.kill()
     raise SystemExit("the server did not start")
+
+
+def stop_server(server: subprocess.Popen) -> None:
+    server.send_signal(signal.SIGINT)
+    server.wait(timeout=60)
 
 
 def send(url: str, token: str, rid: str, page_url: str, body: bytes) -> float:
@@ -72,27 +99,14 @@ def send(url: str, token: str, rid: str, page_url: str, body: bytes) -> float:
     return time.perf_counter() - started
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--deliveries", type=int, default=3000)
-    parser.add_argument("--senders", type=int, default=32)
-    parser.add_argument("--web-workers", type=int, default=os.cpu_count() or 2)
-    parser.add_argument("--url", help="a running server instead of starting one")
-    parser.add_argument("--token", default=TOKEN, help="its WEBHOOK_TOKEN")
-    args = parser.parse_args()
-
-    corpus = [(url, gzip.compress(html.encode())) for url, html in pages()]
-    server = None
-    url = args.url
-    if url is None:
-        port = 8765
-        server = start_server(port, args.web_workers)
-        url = f"http://127.0.0.1:{port}"
-    run_id = f"{time.time():.0f}"
-    latencies: list[float] = []
-    errors: list[str] = []
-    counter = iter(range(args.deliveries))
+def measure(
+    url: str, token: str, corpus: list[tuple[str, bytes]], *, deliveries: int,
+    senders: int, label: str,
+) -> Run:  # fmt: skip
+    run = Run()
+    counter = iter(range(deliveries))
     lock = threading.Lock()
+    run_id = f"{time.time():.0f}-{label}"
 
     def sender() -> None:
         while True:
@@ -101,43 +115,131 @@ def main() -> None:
             if number is None:
                 return
             page_url, body = corpus[number % len(corpus)]
+            rid = f"bench-{run_id}-{number}"
             try:
-                latency = send(
-                    url, args.token, f"bench-{run_id}-{number}", page_url, body
-                )
+                latency = send(url, token, rid, page_url, body)
             except Exception as exc:  # counted and reported, the run goes on
-                errors.append(str(exc))
+                run.errors.append(str(exc))
                 continue
             with lock:
-                latencies.append(latency)
+                run.latencies.append(latency)
 
-    try:
-        started = time.perf_counter()
-        threads = [threading.Thread(target=sender) for _ in range(args.senders)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        elapsed = time.perf_counter() - started
-    finally:
-        if server is not None:
-            server.send_signal(signal.SIGINT)
-            server.wait(timeout=60)
+    started = time.perf_counter()
+    threads = [threading.Thread(target=sender) for _ in range(senders)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    run.seconds = time.perf_counter() - started
+    return run
 
-    latencies.sort()
 
-    def p(quantile: float) -> float:
-        return latencies[min(len(latencies) - 1, int(quantile * len(latencies)))] * 1000
-
+def report(label: str, run: Run, args: argparse.Namespace, mean_body: float) -> None:
+    count = len(run.latencies)
     print(
-        f"{len(latencies)} deliveries acknowledged ({len(errors)} errors) by "
+        f"{label}: {count} deliveries acknowledged ({len(run.errors)} errors) by "
         f"{args.web_workers} gunicorn workers from {args.senders} senders in "
-        f"{elapsed:.1f} s: {len(latencies) / elapsed:.0f} deliveries/s; latency "
-        f"p50 {p(0.50):.1f} ms, p99 {p(0.99):.1f} ms, "
-        f"max {latencies[-1] * 1000:.1f} ms, "
-        f"mean {statistics.mean(latencies) * 1000:.1f} ms; mean body "
-        f"{statistics.mean(len(b) for _, b in corpus) / 1024:.1f} KiB gzip"
+        f"{run.seconds:.1f} s: {count / run.seconds:.0f} deliveries/s; latency "
+        f"p50 {run.p(0.50):.1f} ms, p99 {run.p(0.99):.1f} ms, "
+        f"max {max(run.latencies) * 1000:.1f} ms, "
+        f"mean {statistics.mean(run.latencies) * 1000:.1f} ms; mean body "
+        f"{mean_body / 1024:.1f} KiB gzip"
     )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--deliveries", type=int, default=3000)
+    parser.add_argument("--senders", type=int, default=32)
+    parser.add_argument("--web-workers", type=int, default=os.cpu_count() or 2)
+    parser.add_argument("--url", help="a running server instead of starting one")
+    parser.add_argument("--token", default=TOKEN, help="its WEBHOOK_TOKEN")
+    parser.add_argument(
+        "--with-ingest",
+        action="store_true",
+        help="then measure again while serve's worker embeds a first crawl",
+    )
+    args = parser.parse_args()
+
+    manual = pages()
+    corpus = [(url, gzip.compress(html.encode())) for url, html in manual]
+    mean_body = statistics.mean(len(body) for _, body in corpus)
+    options = {"deliveries": args.deliveries, "senders": args.senders}
+    if args.url:
+        run = measure(args.url, args.token, corpus, label="given", **options)
+        report("given server", run, args, mean_body)
+        return
+    server = start_server(PORT, args.web_workers)
+    try:
+        run = measure(f"http://127.0.0.1:{PORT}", TOKEN, corpus, label="idle",
+                      **options)  # fmt: skip
+    finally:
+        stop_server(server)
+    report("idle", run, args, mean_body)
+    if args.with_ingest:
+        measure_under_ingest(args, manual, corpus, mean_body)
+
+
+def measure_under_ingest(
+    args: argparse.Namespace, manual: list[tuple[str, str]],
+    corpus: list[tuple[str, bytes]], mean_body: float,
+) -> None:  # fmt: skip
+    from bench.common import (
+        django_fresh,
+        fake_openai_env,
+        queue_deliveries,
+        start_fake_openai_process,
+    )
+
+    fake, base_url = start_fake_openai_process()
+    try:
+        django_fresh(**fake_openai_env(base_url))
+        from ingest.models import Delivery
+        from sources.models import Source
+
+        Source.objects.create(name="PostgreSQL 15 manual", seed_urls=BASE_URL)
+        crawl = queue_deliveries("crawl", [(url, html, 200) for url, html in manual])
+        ids = list(crawl.values())
+
+        def crawled() -> int:
+            done = Delivery.objects.filter(pk__in=ids, state=Delivery.State.DONE)
+            return done.count()
+
+        server = start_server(PORT, args.web_workers, worker=True)
+        try:
+            while crawled() < INGEST_WARM_UP:
+                time.sleep(0.2)
+            cpu_before, done_before = _cluster_cpu_seconds(server), crawled()
+            run = measure(f"http://127.0.0.1:{PORT}", TOKEN, corpus, label="ingest",
+                          deliveries=args.deliveries, senders=args.senders)  # fmt: skip
+            cpu = _cluster_cpu_seconds(server) - cpu_before
+            done = crawled() - done_before
+        finally:
+            stop_server(server)
+    finally:
+        fake.stdin.close()
+        fake.wait(timeout=30)
+    report("under ingest", run, args, mean_body)
+    print(
+        f"  beside it the worker cluster finished {done} pages of the first crawl "
+        f"and used {cpu / run.seconds:.0%} of one core"
+    )
+
+
+def _cluster_cpu_seconds(server: subprocess.Popen) -> float:
+    """CPU time of the worker cluster so far, workers it has replaced included (a
+    parent's children times hold the children it has waited for)."""
+    total = 0.0
+    for process in psutil.Process(server.pid).children(recursive=True):
+        try:
+            if "qcluster" not in " ".join(process.cmdline()):
+                continue
+            times = process.cpu_times()
+        except psutil.Error:
+            continue
+        total += times.user + times.system + times.children_user
+        total += times.children_system
+    return total
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ import logging
 from typing import Any
 
 from django.conf import settings
+from django.http import UnreadablePostError
 from rest_framework import exceptions
 from rest_framework.parsers import JSONParser
 from rest_framework.utils.json import strict_constant
@@ -34,8 +35,18 @@ class BoundedJSONParser(JSONParser):
             raise exceptions.ParseError(f"JSON parse error - {exc}") from None
 
 
+class BodyUnreadable(exceptions.APIException):
+    status_code = 408
+    default_code = "body_unreadable"
+    default_detail = "The request body did not arrive in time."
+
+
 def exception_handler(exc, context):
     """Every error is ``{"error": code, "detail": text}``, plus ``fields`` for input."""
+    if isinstance(exc, UnreadablePostError):
+        # The body stopped arriving (WEB_BODY_TIMEOUT) or the client went away:
+        # the client's fault, not the server's.
+        exc = BodyUnreadable()
     response = drf_exception_handler(exc, context)
     if response is None:
         return None

@@ -44,6 +44,13 @@ ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
 PORT = env_int("PORT", 8000, minimum=1, maximum=65535)
 WEB_CONCURRENCY = env_int("WEB_CONCURRENCY", os.cpu_count() or 2, minimum=1)
+# Threads per gunicorn worker: a slow client holds one thread, not a whole worker.
+WEB_THREADS = env_int("WEB_THREADS", 8, minimum=1)
+# Seconds from a request's headers to the end of its body; a client slower than
+# that gets 408 and its thread is free again.
+WEB_BODY_TIMEOUT = env_int("WEB_BODY_TIMEOUT", 30, minimum=1)
+# How much lower the worker cluster's CPU priority is than the web server's (nice).
+WORKER_NICE = env_int("WORKER_NICE", 10, minimum=0, maximum=19)
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -125,6 +132,16 @@ else:
     }
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# On the same database, so every process shares it: the API's throttles count there
+# (a per-process cache would multiply each rate by the number of web workers). The
+# table is created after every migrate.
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.db.DatabaseCache",
+        "LOCATION": "kb_cache",
+    }
+}
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": f"django.contrib.auth.password_validation.{name}"}

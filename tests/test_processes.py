@@ -10,6 +10,11 @@ import urllib.request
 
 import psutil
 import pytest
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.core.cache import cache
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
 
 from sources.models import Source
 from tests.conftest import PYTHON, ROOT, free_port, subprocess_env
@@ -69,6 +74,40 @@ def test_with_database_url_set_that_server_is_used_and_nothing_is_started():
     assert "postgresql django.db.backends.postgresql" in result.stdout
     assert "Reached through DATABASE_URL" in result.stdout
     assert "embedded PostgreSQL started" not in result.stderr
+
+
+def test_the_api_throttle_counts_the_requests_of_every_process_together():
+    token = Token.objects.create(user=User.objects.create_user("throttled"))
+    rate = settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]["query"]
+    limit = int(rate.split("/")[0])
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+    question = {"question": "How do I pause a queue?"}
+
+    def ask_here() -> int:
+        return api.post("/api/query/", question, format="json").status_code
+
+    try:
+        here = [ask_here() for _ in range(limit - 10)]
+        # Another process, as a second gunicorn worker is: the rest of the allowance.
+        there = manage(
+            "shell",
+            "-c",
+            "from django.test import Client; "
+            f"client = Client(HTTP_AUTHORIZATION='Token {token.key}', "
+            "SERVER_NAME='localhost'); "
+            "print([client.post('/api/query/', "
+            f"{{'question': 'How do I pause a queue?'}}, "
+            "content_type='application/json').status_code for _ in range(11)])",
+        )
+        last_here = ask_here()
+    finally:
+        cache.clear()
+
+    assert here == [200] * (limit - 10)
+    assert there.returncode == 0, there.stderr
+    assert there.stdout.strip().splitlines()[-1] == str([200] * 10 + [429])
+    assert last_here == 429
 
 
 def get(url: str) -> tuple[int, str]:

@@ -2,18 +2,27 @@
 
 from __future__ import annotations
 
+import ctypes
+import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from types import FrameType
 
+import psutil
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connection
 
+# Up to Q_TIMEOUT a job may run; a stop does not wait that long for it: the job is
+# offered again after Q_RETRY, and gunicorn's own grace (10 s) fits in this one.
 STOP_GRACE_SECONDS = 20
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+PR_SET_PDEATHSIG = 1
 
 
 class Command(BaseCommand):
@@ -46,34 +55,38 @@ class Command(BaseCommand):
         # as long as this command runs.
         connection.ensure_connection()
         self._announce_login(bind)
+        self._signals: list[int] = []
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, self._note_signal)
         children = {"web": self._start_web(bind, web_workers)}
         if not no_worker:
-            children["worker"] = subprocess.Popen(
-                [sys.executable, "manage.py", "qcluster"], cwd=settings.BASE_DIR
+            # The worker yields the CPU to the web server: embedding a crawl must
+            # not delay the webhook's answers past Crawlbase's patience.
+            children["worker"] = _spawn(
+                [sys.executable, "manage.py", "qcluster"], nice=settings.WORKER_NICE
             )
-        signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
-        try:
-            name = self._wait_for_first_exit(children)
+        name = self._wait_for_signal_or_exit(children)
+        if name:
             self.stderr.write(f"The {name} process stopped; stopping the rest.")
-            code = 1
-        except KeyboardInterrupt:
-            code = 0
         self._stop(children)
         self.stdout.write("Stopped.")
-        sys.exit(code)
+        sys.exit(1 if name else 0)
+
+    def _note_signal(self, signum: int, frame: FrameType | None) -> None:
+        self._signals.append(signum)
 
     def _start_web(self, bind: str, workers: int) -> subprocess.Popen:
         command = [
             sys.executable, "-m", "gunicorn", "kbsite.wsgi",
+            "--config", "python:kbsite.gunicorn_conf",
             "--bind", bind,
             "--workers", str(workers),
-            "--graceful-timeout", "10",
             "--access-logfile", "-",
             # %(U)s is the path without the query string, which may hold a token.
             "--access-logformat", '%(h)s "%(m)s %(U)s" %(s)s %(B)s %(M)sms',
             "--no-control-socket",
         ]  # fmt: skip
-        return subprocess.Popen(command, cwd=settings.BASE_DIR)
+        return _spawn(command)
 
     def _announce_login(self, bind: str) -> None:
         users = get_user_model().objects
@@ -102,25 +115,92 @@ class Command(BaseCommand):
             "Stop with Ctrl-C."
         )
 
-    def _wait_for_first_exit(self, children: dict[str, subprocess.Popen]) -> str:
-        while True:
+    def _wait_for_signal_or_exit(self, children: dict[str, subprocess.Popen]) -> str:
+        """The name of the child that exited first, or "" once a stop signal came."""
+        while not self._signals:
             for name, process in children.items():
                 if process.poll() is not None:
                     return name
-            time.sleep(0.5)
+            time.sleep(0.2)
+        return ""
 
     def _stop(self, children: dict[str, subprocess.Popen]) -> None:
+        """One SIGTERM to each child (gunicorn then stops gracefully, the cluster
+        finishes its jobs), then wait for every process of their groups; what is
+        left after the grace period, or after a second Ctrl-C, is killed."""
+        signals_seen = len(self._signals)
         for process in children.values():
             if process.poll() is None:
-                process.send_signal(signal.SIGINT)
+                process.send_signal(signal.SIGTERM)
+        # Each child leads a process group its own children inherit, so processes
+        # orphaned by their parent's exit are still found through it.
+        groups = {process.pid for process in children.values()}
         deadline = time.monotonic() + STOP_GRACE_SECONDS
-        for process in children.values():
+        while time.monotonic() < deadline and len(self._signals) <= signals_seen:
+            running = [p for p in children.values() if p.poll() is None]
+            if not running and not _group_members(groups):
+                return
+            time.sleep(0.1)
+        leftovers = _group_members(groups)
+        if leftovers:
+            self.stderr.write(f"Killing {len(leftovers)} processes still running.")
+        # Only groups that still have members: an empty group's id may be reused.
+        for group in {group for group in groups if _group_members({group})}:
             try:
-                process.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+                # The whole group at once: a gunicorn master would replace workers
+                # killed one by one.
+                os.killpg(group, signal.SIGKILL)
+            except ProcessLookupError:
+                continue
+        for process in children.values():
+            process.wait()
+        psutil.wait_procs(leftovers, timeout=5)
 
 
-def _raise_keyboard_interrupt(signum, frame) -> None:
-    raise KeyboardInterrupt
+def _spawn(command: list[str], *, nice: int = 0) -> subprocess.Popen:
+    """Start ``command`` in a process group of its own: a terminal's Ctrl-C then
+    reaches this command alone, which forwards one stop signal (a second SIGINT can
+    deadlock django-q2's cluster in its signal handler). Not a session of its own:
+    where Linux groups CPU time by session (autogroups), the nice value of a process
+    weighs only against its own session's, so the worker must share the web
+    server's session for its lower priority to count."""
+    return subprocess.Popen(
+        command,
+        cwd=settings.BASE_DIR,
+        # Outside the terminal's foreground group, reading it would stop the child.
+        stdin=subprocess.DEVNULL,
+        process_group=0,
+        preexec_fn=_child_setup(nice),
+    )
+
+
+def _child_setup(nice: int) -> Callable[[], None]:
+    parent = os.getpid()
+    libc = ctypes.CDLL(None) if sys.platform == "linux" else None
+
+    def setup() -> None:
+        if libc is not None:
+            # Out of the terminal's process group, the child would outlive this
+            # command if it were killed outright; the kernel stops it instead.
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+            if os.getppid() != parent:
+                os._exit(1)
+        if nice:
+            os.nice(nice)
+
+    return setup
+
+
+def _group_members(groups: set[int]) -> list[psutil.Process]:
+    """Live (not zombie) processes in any of ``groups``."""
+    members = []
+    for process in psutil.process_iter():
+        try:
+            if (
+                os.getpgid(process.pid) in groups
+                and process.status() != psutil.STATUS_ZOMBIE
+            ):
+                members.append(process)
+        except (psutil.Error, ProcessLookupError):
+            continue
+    return members

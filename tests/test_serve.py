@@ -1,0 +1,231 @@
+"""``manage.py serve`` run as a terminal runs it: how it stops, slow clients, and
+the worker's CPU priority. Real processes, real sockets."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+from django_q.models import OrmQ
+from django_q.tasks import async_task
+
+from tests.conftest import PYTHON, ROOT, free_port, subprocess_env
+from tests.test_processes import get, wait_for
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+TOKEN = "serve-test-token-0123456789"
+Q_WORKERS = 2
+# The cluster's main process, its sentinel, monitor, pusher and workers.
+CLUSTER_PROCESSES = 4 + Q_WORKERS
+
+
+class Served:
+    """A running ``manage.py serve`` and every process it had started."""
+
+    def __init__(self, *args: str, **env: str) -> None:
+        self.port = free_port()
+        # A file, not a pipe: a child left running would keep a pipe open.
+        self.log = tempfile.TemporaryFile("w+")
+        self.process = subprocess.Popen(
+            [PYTHON, "manage.py", "serve", "--bind", f"127.0.0.1:{self.port}", *args],
+            cwd=ROOT,
+            env=subprocess_env(WEBHOOK_TOKEN=TOKEN, Q_WORKERS=str(Q_WORKERS), **env),
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            # A process group of its own, as a shell gives a job: the test can then
+            # send what a terminal's Ctrl-C sends, to the whole group.
+            start_new_session=True,
+        )
+        self.tree: list[psutil.Process] = []
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def wait_until_up(self, *, cluster: bool) -> None:
+        wait_for(f"{self.url}/healthz/", 60)
+        deadline = time.monotonic() + 60
+        while True:
+            self.tree = psutil.Process(self.process.pid).children(recursive=True)
+            if not cluster or (
+                len(self.named("qcluster")) >= CLUSTER_PROCESSES
+                and "] running." in self.output()
+            ):
+                return
+            assert time.monotonic() < deadline, "the worker cluster did not start"
+            time.sleep(0.25)
+
+    def named(self, word: str) -> list[psutil.Process]:
+        found = []
+        for process in self.tree:
+            try:
+                if word in " ".join(process.cmdline()):
+                    found.append(process)
+            except psutil.Error:
+                continue
+        return found
+
+    def left_running(self) -> list[psutil.Process]:
+        return [process for process in self.tree if _running(process)]
+
+    def output(self) -> str:
+        self.log.seek(0)
+        return self.log.read()
+
+    def wait(self) -> str:
+        """Wait for serve to exit; its output."""
+        self.process.wait(timeout=90)
+        return self.output()
+
+    def stop(self, signum: int = signal.SIGINT) -> str:
+        self.process.send_signal(signum)
+        return self.wait()
+
+    def clean_up(self) -> None:
+        """Whatever the test found, leave nothing holding the test database."""
+        if self.process.poll() is None:
+            self.tree += psutil.Process(self.process.pid).children(recursive=True)
+            self.process.kill()
+            self.process.wait()
+        for process in self.left_running():
+            process.kill()
+        self.log.close()
+
+
+def _running(process: psutil.Process) -> bool:
+    try:
+        return process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+@pytest.fixture
+def serve() -> Iterator[Callable[..., Served]]:
+    started: list[Served] = []
+
+    def start(*args: str, **env: str) -> Served:
+        served = Served(*args, **env)
+        started.append(served)
+        return served
+
+    yield start
+    for served in started:
+        served.clean_up()
+
+
+@pytest.mark.parametrize("how", ["ctrl_c_to_the_group", "sigterm_to_serve"])
+def test_a_stop_leaves_no_process_of_the_tree_running(serve, how):
+    served = serve("--web-workers", "2")
+    served.wait_until_up(cluster=True)
+    assert len(served.named("gunicorn")) == 3
+    # A terminal's Ctrl-C goes to serve's process group; serve alone must get it,
+    # or the cluster gets two stop signals and can deadlock in its handler.
+    in_group = [p.pid for p in served.tree if os.getpgid(p.pid) == served.process.pid]
+    assert not in_group
+    time.sleep(1)  # the cluster settles into waiting for its sentinel, as in use
+
+    if how == "ctrl_c_to_the_group":
+        os.killpg(served.process.pid, signal.SIGINT)
+    else:
+        served.process.send_signal(signal.SIGTERM)
+    output = served.wait()
+
+    assert served.process.returncode == 0, output
+    assert "Stopped." in output
+    left = [(p.pid, " ".join(p.cmdline())) for p in served.left_running()]
+    assert not left, f"still running after serve stopped: {left}\n{output}"
+
+
+def test_the_worker_cluster_runs_at_a_lower_cpu_priority_than_the_web_server(serve):
+    served = serve("--web-workers", "1", WORKER_NICE="7")
+    served.wait_until_up(cluster=True)
+    base = psutil.Process(served.process.pid).nice()
+
+    web = {process.nice() for process in served.named("gunicorn")}
+    worker = {process.nice() for process in served.named("qcluster")}
+
+    assert web == {base}
+    assert worker == {min(base + 7, 19)}
+    if AUTOGROUPS.exists() and AUTOGROUPS.read_text().strip() == "1":
+        # Between sessions' autogroups, Linux shares CPU evenly whatever each
+        # process's nice: the lower priority counts only within one.
+        groups = {_autogroup(process.pid) for process in served.tree}
+        assert len(groups) == 1, groups
+    served.stop()
+
+
+AUTOGROUPS = Path("/proc/sys/kernel/sched_autogroup_enabled")
+
+
+def _autogroup(pid: int) -> str:
+    return Path(f"/proc/{pid}/autogroup").read_text().split()[0]
+
+
+def _slow_sender(port: int) -> socket.socket:
+    """A delivery that sends its headers and 10 of its 1,000 body bytes, then stalls."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+    sock.sendall(
+        f"POST /webhooks/crawlbase/?token={TOKEN} HTTP/1.1\r\n"
+        f"Host: 127.0.0.1:{port}\r\nContent-Type: text/plain\r\n"
+        "rid: slow-1\r\nurl: https://docs.example.com/slow\r\n"
+        "Original-Status: 200\r\nPC-Status: 200\r\n"
+        "Content-Length: 1000\r\n\r\n".encode()
+        + b"0123456789"
+    )
+    return sock
+
+
+def test_slow_request_bodies_neither_block_the_server_nor_hold_it_for_long(serve):
+    served = serve("--no-worker", "--web-workers", "2", WEB_BODY_TIMEOUT="3")
+    served.wait_until_up(cluster=False)
+    senders = [_slow_sender(served.port) for _ in range(4)]
+    time.sleep(0.5)  # the senders' requests are in the workers now
+
+    try:
+        started = time.monotonic()
+        assert get(f"{served.url}/healthz/") == (200, '{"ok": true}')
+        # A liveness bound, not a benchmark: a blocked server takes 30 s here.
+        assert time.monotonic() - started < 5
+        # The body's time is bounded: each sender is answered, not kept waiting.
+        for sock in senders:
+            answer = http.client.HTTPResponse(sock)
+            answer.begin()
+            assert answer.status == 408
+            assert json.loads(answer.read())["error"] == "body_unreadable"
+    finally:
+        for sock in senders:
+            sock.close()
+    output = served.stop()
+    assert served.process.returncode == 0, output
+
+
+def test_a_second_ctrl_c_kills_what_a_long_job_keeps_running(serve):
+    served = serve("--web-workers", "1", Q_TIMEOUT="120")
+    served.wait_until_up(cluster=True)
+    async_task("time.sleep", 60)
+    deadline = time.monotonic() + 30
+    while not OrmQ.objects.filter(lock__isnull=False).exists():
+        assert time.monotonic() < deadline, "no worker took the job"
+        time.sleep(0.2)
+    time.sleep(1)  # the worker is inside the job now
+
+    os.killpg(served.process.pid, signal.SIGINT)
+    time.sleep(2)
+    assert served.process.poll() is None, "the cluster waits for its job"
+    os.killpg(served.process.pid, signal.SIGINT)
+    output = served.wait()
+
+    assert "processes still running" in output
+    left = [(p.pid, " ".join(p.cmdline())) for p in served.left_running()]
+    assert not left, f"still running after serve stopped: {left}\n{output}"
