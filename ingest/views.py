@@ -14,7 +14,7 @@ import traceback
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.db import InterfaceError, OperationalError
-from django.http import Http404
+from django.http import Http404, UnreadablePostError
 from drf_spectacular.utils import extend_schema
 from rest_framework import exceptions, status
 from rest_framework.authentication import BaseAuthentication
@@ -140,8 +140,11 @@ class CrawlbaseWebhookView(APIView):
                 status=status.HTTP_503_SERVICE_UNAVAILABLE,
                 headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
             )
-        if isinstance(exc, exceptions.APIException | Http404 | PermissionDenied):
-            return super().handle_exception(exc)
+        if isinstance(
+            exc,
+            exceptions.APIException | Http404 | PermissionDenied | UnreadablePostError,
+        ):
+            return super().handle_exception(exc)  # a 4xx, by the API's handler
         logger.error(
             "webhook failed: %s\n%s",
             _name(exc),
