@@ -7,6 +7,7 @@ from django.db.models.signals import post_migrate
 SCHEDULES = {
     "ingest: re-queue stalled deliveries": "deliveries_requeue_stalled_task",
     "ingest: refresh learned boilerplate": "sources_boilerplate_refresh_task",
+    "ingest: resume crawls": "crawls_resume_task",
 }
 
 

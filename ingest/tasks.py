@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ingest.crawl.services import crawl_work, crawls_resume
 from ingest.process import delivery_process
 from ingest.queueing import deliveries_requeue_stalled
 from ingest.rederive import source_pages_rederive, sources_boilerplate_refresh
@@ -24,3 +25,11 @@ def source_pages_rederive_task(source_id: int, shapes: list[int]) -> int:
 
 def sources_boilerplate_refresh_task() -> int:
     return sources_boilerplate_refresh()
+
+
+def crawl_work_task(crawl_id: int) -> str:
+    return crawl_work(crawl_id=crawl_id)
+
+
+def crawls_resume_task() -> int:
+    return crawls_resume()
