@@ -23,6 +23,8 @@ class Route:
     last_modified: float | None = None  # a Unix time
     # Statuses answered first, one per request, before the route itself.
     first: list[int] = field(default_factory=list)
+    # The request waits until the site's ``release`` is set.
+    hold: bool = False
 
 
 @dataclass
@@ -49,6 +51,8 @@ class FakeSite:
         self.hits: list[Hit] = []
         self.lock = threading.Lock()
         self.server: ThreadingHTTPServer | None = None
+        self.held = threading.Event()  # a held request arrived
+        self.release = threading.Event()
 
     # -- content -----------------------------------------------------------------
 
@@ -112,6 +116,9 @@ class FakeSite:
             return self._send(
                 handler, 404, {"Content-Type": HTML}, b"<h1>Not found</h1>"
             )
+        if route.hold:
+            self.held.set()
+            self.release.wait(60)
         if route.first:
             status = route.first.pop(0)
             return self._send(handler, status, {"Retry-After": "0"}, b"busy")
