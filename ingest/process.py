@@ -8,9 +8,9 @@
    is verified unchanged, with nothing read, hashed or embedded;
 5. the pushed URL led elsewhere (a redirect): the final URL is the page, the pushed
    one points to it (recorded in 6 to 8);
-6. the content hash equals the live page's: unchanged, ``last_verified_at`` moves;
-7. the content equals another live page's of the same source (a mirror, a
+6. the content equals an older live page's of the same source (a mirror, a
    parameter variant): a duplicate of that page, which stays the one indexed;
+7. the content hash equals the live page's: unchanged, ``last_verified_at`` moves;
 8. otherwise new content: chunked, new chunk texts embedded, swapped in; a page of
    the same source with almost the same text is flagged, never removed.
 
@@ -164,10 +164,10 @@ def _apply_not_modified(delivery: Delivery, page: Page, pushed: Page | None) -> 
 def _apply_content(
     delivery: Delivery, page: Page, pushed: Page | None, content: Content
 ) -> Outcome:
-    if page.is_live and page.content_hash == content.digest:
-        return _apply_unchanged(delivery, page, pushed, content)
     if _original_of(page, content) is not None:
         return _apply_duplicate(delivery, page, pushed, content)
+    if page.is_live and page.content_hash == content.digest:
+        return _apply_unchanged(delivery, page, pushed, content)
     drafts, report = content_embed(content=content, page=page, delivery=delivery)
     with transaction.atomic():
         locked = _lock_for(delivery, page)
@@ -223,13 +223,16 @@ def _verified(
 
 
 def _original_of(page: Page, content: Content) -> Page | None:
-    """The live page of the same source already indexed with this content."""
+    """The oldest live page of the same source indexed with this content, if older
+    than ``page``: it is the one kept. (Two copies indexed at once by two workers
+    are settled at the next crawl of the younger one.)"""
     same = Page.objects.filter(
         source_id=page.source_id,
         status=Page.Status.LIVE,
         content_hash=content.digest,
+        pk__lt=page.pk,
     )
-    return same.exclude(pk=page.pk).order_by("pk").first()
+    return same.order_by("pk").first()
 
 
 def _apply_duplicate(

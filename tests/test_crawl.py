@@ -139,6 +139,14 @@ class DiscoveryTests(CrawlWorld):
         assert self.result(crawl, "/docs/api/").result == "scope"
         assert self.site.requested("/docs/api/") == 0
 
+    def test_a_broken_link_makes_no_page(self):
+        self.site.add("/docs/", page("Docs", "Start.", ["missing.html"]))
+
+        crawl = self.crawl(self.source())
+
+        assert self.result(crawl, "/docs/missing.html").result == "gone"
+        assert not Page.objects.filter(url__endswith="missing.html").exists()
+
     def test_limits_of_pages_and_depth_are_kept(self):
         self.site.add("/docs/", page("Docs", "Start.", ["1.html", "2.html", "3.html"]))
         for n in range(1, 4):

@@ -289,6 +289,9 @@ def _page_deliver(ctx: Context, row: CrawlUrl, reached: Reached) -> str:
         _deliver(ctx, row, reached, result=Result.NOT_MODIFIED)
         return Result.NOT_MODIFIED
     if status in {404, 410}:
+        # A page the index holds is tombstoned; a broken link makes no page.
+        if not Page.objects.filter(url=reached.url).exists():
+            raise Stop(Result.GONE, f"the site answered {status}", status)
         _deliver(ctx, row, reached, result=Result.GONE)
         return Result.GONE
     if status != 200:

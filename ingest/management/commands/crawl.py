@@ -14,7 +14,7 @@ from ingest.crawl.services import (
     crawls_resume,
 )
 from ingest.crawl.setup import CrawlRequestError, source_for_crawl
-from ingest.models import Crawl
+from ingest.models import Crawl, CrawlUrl
 from kbsite.progress import ProgressBar
 
 POLL = 0.5
@@ -137,6 +137,7 @@ class Command(BaseCommand):
             self.stdout.write(f"indexed: {progress.indexed()}")
         reached = sum(progress.pages[r] for r in ["fetched", "not_modified", "gone"])
         if not reached:
-            errors = crawl.urls.exclude(error="").values_list("url", "error")[:3]
+            pages = crawl.urls.filter(kind=CrawlUrl.Kind.PAGE).exclude(error="")
+            errors = pages.values_list("url", "error")[:3]
             detail = "; ".join(f"{u}: {e}" for u, e in errors) or "no page was found"
             raise CommandError(f"nothing could be fetched ({detail})")
