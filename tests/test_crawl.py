@@ -11,13 +11,14 @@ from django.utils import timezone
 from django_q.models import OrmQ
 
 from ingest.crawl import safety
+from ingest.crawl.frontier import frontier_claim
 from ingest.crawl.services import (
     CRAWL_TASK,
     crawl_progress,
     crawl_start,
     page_fetch_queue,
 )
-from ingest.models import Crawl, CrawlUrl, Delivery
+from ingest.models import Crawl, CrawlHost, CrawlUrl, Delivery
 from ingest.queueing import TASK as DELIVERY_TASK
 from retrieval.models import Chunk, Embedding
 from sources.models import Page, Source
@@ -186,6 +187,49 @@ class PolitenessTests(CrawlWorld):
             "Mozilla/5.0 (compatible; kb-crawler/1.0; +https://kb.example.com/bot)"
         }
 
+    def test_robots_txt_crawl_delay_spaces_the_requests(self):
+        self.site.robots("User-agent: *\nCrawl-delay: 0.3\n")
+        self.site.add("/docs/", page("Docs", "Start.", ["a.html", "b.html"]))
+        self.site.add("/docs/a.html", page("A"))
+        self.site.add("/docs/b.html", page("B"))
+
+        self.crawl(self.source())
+
+        assert CrawlHost.objects.get().delay == 0.3
+        pages = [hit.at for hit in self.site.hits if hit.path.startswith("/docs/")]
+        gaps = [
+            later - earlier for earlier, later in zip(pages, pages[1:], strict=False)
+        ]
+        assert len(pages) == 3 and min(gaps) >= 0.28
+
+    def test_a_host_with_its_requests_running_takes_no_more(self):
+        crawl, _ = crawl_start(source=self.source())  # /docs/ is queued
+        origin = f"http://127.0.0.1:{self.site.port}"
+        for path in ["/a", "/b"]:
+            CrawlUrl.objects.create(
+                crawl=crawl,
+                url=self.site.url(path),
+                origin=origin,
+                state=CrawlUrl.State.FETCHING,
+                claimed_at=timezone.now(),
+            )
+
+        with override_settings(CRAWL_HOST_CONCURRENCY=2):
+            assert frontier_claim(crawl=crawl) is None
+        with override_settings(CRAWL_HOST_CONCURRENCY=3):
+            row, wait = frontier_claim(crawl=crawl)
+        assert row.url == self.site.url("/docs/") and wait == 0
+
+    def test_a_site_too_slow_to_answer_times_out(self):
+        self.site.add("/docs/", page("Docs"), hold=True)
+
+        with override_settings(CRAWL_TIMEOUT=1, CRAWL_RETRIES=0):
+            crawl = self.crawl(self.source())
+        self.site.release.set()
+
+        row = self.result(crawl, "/docs/")
+        assert row.result == "failed" and "timed out" in row.error
+
     def test_a_busy_site_is_asked_again_after_its_retry_after(self):
         self.site.add("/docs/", page("Docs", "Start."), first=[503, 429])
 
@@ -345,6 +389,17 @@ class ConditionalRequestTests(CrawlWorld):
         assert again.content_hash == first.content_hash
         assert Embedding.objects.count() == embeddings
         assert list(again.chunks.all()) == chunks
+
+    def test_a_second_crawl_of_an_unchanged_site_finds_every_page_through_304s(self):
+        self.site.add("/docs/", page("Docs", "Start.", ["a.html"]), etag='"d"')
+        self.site.add("/docs/a.html", page("A", "Text.", ["b.html"]), etag='"a"')
+        self.site.add("/docs/b.html", page("B", "More."), etag='"b"')
+        source = self.source()
+        self.crawl(source)
+
+        crawl = self.crawl(source)
+
+        assert crawl_progress(crawl=crawl).pages == {"not_modified": 3}
 
     def test_a_due_page_is_fetched_again_through_the_planners_entry_point(self):
         self.site.add("/docs/", page("Docs", "Start."), etag='"v1"')

@@ -80,6 +80,7 @@ class Context:
     robots: RobotsCache
     rid_prefix: str
     origins_seen: set[str] = field(default_factory=set)
+    known: set[str] = field(default_factory=set)  # URLs seen in the frontier
 
 
 @dataclass
@@ -286,7 +287,8 @@ def _page_deliver(ctx: Context, row: CrawlUrl, reached: Reached) -> str:
     response = reached.response
     status = response.status
     if status == 304:
-        _deliver(ctx, row, reached, result=Result.NOT_MODIFIED)
+        links = _held_links(reached.url)
+        _deliver(ctx, row, reached, result=Result.NOT_MODIFIED, links=links)
         return Result.NOT_MODIFIED
     if status in {404, 410}:
         # A page the index holds is tombstoned; a broken link makes no page.
@@ -356,6 +358,28 @@ def _deliver(
     return delivery_id
 
 
+def _held_links(url: str) -> list[str]:
+    """A 304 has no body: the links are those of the copy the page holds, so a
+    crawl of an unchanged site still finds every page."""
+    held = Page.objects.filter(url=url).values_list("raw_body", "raw_content_type")
+    raw, content_type = held.first() or (None, "")
+    if not raw:
+        return []
+    try:
+        body = wire.read_body(
+            raw=bytes(raw),
+            content_type=content_type,
+            limit=settings.WEBHOOK_MAX_BODY_BYTES,
+        )
+    except wire.DeliveryError:
+        return []
+    if body.format == wire.BodyFormat.MARKDOWN:
+        facts = markdown_facts(body.text, url=url)
+    else:
+        facts = html_facts(body.text, url=url, bot_name=settings.CRAWL_BOT_NAME)
+    return [] if facts.nofollow else facts.links
+
+
 def _push_record(ctx: Context, row: CrawlUrl, rid: str, started: datetime) -> None:
     """The URL asked for led elsewhere: its page, and a push naming it, let ingest
     record the redirect (the page asked for points to the one reached)."""
@@ -368,7 +392,9 @@ def _push_record(ctx: Context, row: CrawlUrl, rid: str, started: datetime) -> No
 def _links_admit(ctx: Context, row: CrawlUrl, links: list[str]) -> None:
     if links and row.depth < ctx.crawl.max_depth:
         found = (Found(link, depth=row.depth + 1) for link in links)
-        frontier.urls_admit(crawl=ctx.crawl, found=found, scope=ctx.scope)
+        frontier.urls_admit(
+            crawl=ctx.crawl, found=found, scope=ctx.scope, known=ctx.known
+        )
 
 
 def _modified(value: str) -> datetime | None:
@@ -446,7 +472,9 @@ def _sitemap_read(ctx: Context, row: CrawlUrl, reached: Reached) -> str:
     found = [Found(e.url, depth=0, lastmod=e.lastmod) for e in sitemap.pages]
     found += [Found(e.url, 0, kind=CrawlUrl.Kind.SITEMAP) for e in sitemap.sitemaps]
     with transaction.atomic():
-        queued = frontier.urls_admit(crawl=ctx.crawl, found=found, scope=ctx.scope)
+        queued = frontier.urls_admit(
+            crawl=ctx.crawl, found=found, scope=ctx.scope, known=ctx.known
+        )
         note = f"{len(sitemap.pages)} pages, {len(sitemap.sitemaps)} sitemaps listed"
         frontier.url_finish(
             row=row,

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import lru_cache
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -43,43 +44,63 @@ class Found:
     kind: str = CrawlUrl.Kind.PAGE
 
 
-def urls_admit(*, crawl: Crawl, found: Iterable[Found], scope: ScopeMap) -> int:
+def urls_admit(
+    *,
+    crawl: Crawl,
+    found: Iterable[Found],
+    scope: ScopeMap,
+    known: set[str] | None = None,
+) -> int:
     """Take found URLs into the crawl's frontier: canonical, in the source's scope,
     within its depth and page limits, once each. Links out of scope, and paths
-    that are not pages, are recorded as skipped. Returns how many were queued."""
+    that are not pages, are recorded as skipped. Returns how many were queued.
+
+    ``known``: URLs this worker already saw in the frontier, skipped without a
+    query (pages of one site link to the same pages again and again); updated."""
+    known = set() if known is None else known
     rows: dict[str, CrawlUrl] = {}
     for item in found:
-        row = _row(crawl, item, scope)
-        if row is not None and row.url not in rows:
-            rows[row.url] = row
+        url = _canonical(item.url)
+        if url is None or url in known or url in rows:
+            continue
+        row = _row(crawl, item, url, scope)
+        if row is not None:
+            rows[url] = row
     if not rows:
         return 0
     with transaction.atomic():
         Crawl.objects.select_for_update().filter(pk=crawl.pk).first()
-        known = set(
-            CrawlUrl.objects.filter(crawl=crawl, url__in=list(rows)).values_list(
-                "url", flat=True
-            )
-        )
-        fresh = [row for url, row in rows.items() if url not in known]
+        there = CrawlUrl.objects.filter(crawl=crawl, url__in=list(rows))
+        present = set(there.values_list("url", flat=True))
+        fresh = [row for url, row in rows.items() if url not in present]
         if crawl.kind == Crawl.Kind.PAGES:
             fresh = _new_to_source(fresh)
         queued = [r for r in fresh if r.state == CrawlUrl.State.QUEUED]
-        room = _room(crawl)
-        pages = [r for r in queued if r.kind == CrawlUrl.Kind.PAGE][:room]
+        pages = [r for r in queued if r.kind == CrawlUrl.Kind.PAGE]
+        pages = pages[: _room(crawl)] if pages else []
         sitemaps = [r for r in queued if r.kind == CrawlUrl.Kind.SITEMAP]
-        taken = pages + sitemaps[: max(MAX_SITEMAPS - _sitemaps(crawl), 0)]
+        if sitemaps:
+            sitemaps = sitemaps[: max(MAX_SITEMAPS - _sitemaps(crawl), 0)]
         skipped = [r for r in fresh if r.state == CrawlUrl.State.DONE]
-        CrawlUrl.objects.bulk_create(taken + skipped, ignore_conflicts=True)
-    return len(taken)
+        CrawlUrl.objects.bulk_create(pages + sitemaps + skipped, ignore_conflicts=True)
+    # Those over the limits are known too: the frontier only grows.
+    known.update(rows)
+    return len(pages) + len(sitemaps)
 
 
-def _row(crawl: Crawl, item: Found, scope: ScopeMap) -> CrawlUrl | None:
+@lru_cache(maxsize=65536)
+def _canonical(url: str) -> str | None:
     try:
-        url = canonical_url(item.url)
+        canonical = canonical_url(url)
     except ValueError:
         return None
-    if len(url) > 2048 or item.depth > crawl.max_depth or scheme_refusal(url):
+    if len(canonical) > 2048 or scheme_refusal(canonical):
+        return None
+    return canonical
+
+
+def _row(crawl: Crawl, item: Found, url: str, scope: ScopeMap) -> CrawlUrl | None:
+    if item.depth > crawl.max_depth:
         return None
     row = CrawlUrl(
         crawl=crawl,
@@ -207,6 +228,9 @@ def host_turn_take(
 
 
 def _host_locked(origin: str) -> CrawlHost:
+    host = CrawlHost.objects.select_for_update().filter(origin=origin).first()
+    if host is not None:
+        return host
     with connection.cursor() as cursor:
         cursor.execute(
             f"INSERT INTO {CrawlHost._meta.db_table} (origin, robots_txt, delay, "

@@ -187,8 +187,10 @@ def crawl_work(*, crawl_id: int, seconds: float | None = None) -> str:
 
 def _work(ctx: Context, deadline: float) -> str:
     crawl = ctx.crawl
+    running = Crawl.objects.filter(pk=crawl.pk, state=Crawl.State.RUNNING)
     while time.monotonic() < deadline:
-        if not Crawl.objects.filter(pk=crawl.pk, state=Crawl.State.RUNNING).exists():
+        # The heartbeat, and whether the crawl was cancelled meanwhile.
+        if not running.update(heartbeat_at=timezone.now()):
             return "cancelled"
         claimed = frontier.frontier_claim(crawl=crawl)
         if claimed is None:
@@ -206,7 +208,6 @@ def _work(ctx: Context, deadline: float) -> str:
         row, wait = claimed
         time.sleep(wait)
         crawl_url_fetch(ctx=ctx, row=row)
-        Crawl.objects.filter(pk=crawl.pk).update(heartbeat_at=timezone.now())
     return "continues"
 
 

@@ -5,6 +5,7 @@ every request it gets."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from email.utils import formatdate
@@ -31,6 +32,7 @@ class Route:
 class Hit:
     path: str
     headers: dict[str, str]
+    at: float = field(default_factory=time.monotonic)
 
 
 def page(title: str, body: str = "", links: Sequence[str] = (), head: str = "") -> str:
