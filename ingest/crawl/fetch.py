@@ -163,7 +163,7 @@ def _check_hop(ctx: Context, row: CrawlUrl, url: str, *, first: bool) -> None:
 def _hosted_refusal(ctx: Context, url: str) -> str | None:
     """A hosted fetcher connects from its own network, where resolving the name
     here proves nothing; addresses written in the URL are still refused."""
-    if not ctx.fetcher.follows_redirects or settings.CRAWL_ALLOW_PRIVATE_ADDRESSES:
+    if not ctx.fetcher.hosted or settings.CRAWL_ALLOW_PRIVATE_ADDRESSES:
         return None
     host = (urlsplit(url).hostname or "").lower()
     if host == "localhost" or host.endswith(".localhost"):
@@ -176,13 +176,11 @@ def _hosted_refusal(ctx: Context, url: str) -> str | None:
 
 
 def _get(ctx: Context, row: CrawlUrl, url: str) -> Response:
-    etag, last_modified = "", ""
+    validators = None
     if row.kind == CrawlUrl.Kind.PAGE:
         live = Page.objects.filter(url=url, status=Page.Status.LIVE)
-        etag, last_modified = live.values_list("etag", "last_modified").first() or (
-            "",
-            "",
-        )
+        validators = live.values_list("etag", "last_modified").first()
+    etag, last_modified = validators or ("", "")
     try:
         return ctx.fetcher.get(
             url,

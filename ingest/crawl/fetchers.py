@@ -74,6 +74,9 @@ class Fetcher(Protocol):
     #: Whether redirects are followed by the fetcher (the engine then sees only
     #: the end of the chain) rather than returned as 3xx responses.
     follows_redirects: bool
+    #: Whether a service elsewhere connects to the sites (so resolving their
+    #: names here says nothing about where it connects).
+    hosted: bool
 
     def get(
         self, url: str, *, etag: str = "", last_modified: str = "", raw: bool = False
@@ -115,6 +118,7 @@ def user_agent() -> str:
 
 class DirectFetcher:
     follows_redirects = False
+    hosted = False
 
     def __init__(self) -> None:
         self.timeout = float(settings.CRAWL_TIMEOUT)

@@ -33,6 +33,7 @@ MARKDOWN = "text/markdown; charset=utf-8"
 
 class NstproxyFetcher:
     follows_redirects = True
+    hosted = True
 
     def __init__(self) -> None:
         key = settings.NSTPROXY_API_KEY
