@@ -44,10 +44,12 @@ class CrawlCommandTests(CrawlWorld):
         self.site.add("/docs/", page("Docs"))
         crawl(self.site.url("/docs/"), "--no-wait")
 
-        out = crawl(self.site.url("/docs/"), "--no-wait", "--deny", "/old/")
+        out = crawl(self.site.url("/docs/more/"), "--no-wait", "--deny", "/old/")
 
         assert "resumed" in out
         assert Source.objects.count() == Crawl.objects.count() == 1
+        seeds = Crawl.objects.get().urls.values_list("url", flat=True)
+        assert set(seeds) == {self.site.url("/docs/"), self.site.url("/docs/more/")}
         assert Source.objects.get().deny_patterns == "/old/"
         jobs = [row.task["func"] for row in OrmQ.objects.all()]
         assert jobs.count(CRAWL_TASK) == 1

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from django.conf import settings
@@ -59,12 +59,13 @@ def job_seconds() -> float:
 def crawl_start(
     *,
     source: Source,
-    seeds: Iterable[str] = (),
+    seeds: Sequence[str] = (),
     max_pages: int | None = None,
     max_depth: int | None = None,
 ) -> tuple[Crawl, bool]:
     """Start a crawl of the source's site from its seeds (or these) and sitemap;
-    or, when one is running, resume that one. Returns (crawl, started)."""
+    or, when one is running, resume that one (with these seeds added). Returns
+    (crawl, started)."""
     if not source.is_crawled_here:
         raise NotCrawledHere(f"source {source} is crawled by {source.fetcher}")
     with transaction.atomic():
@@ -72,6 +73,9 @@ def crawl_start(
         running = source.crawls.filter(kind=Crawl.Kind.SITE, state=Crawl.State.RUNNING)
         crawl = running.first()
         if crawl is not None:
+            # Seeds asked for now join the running crawl (done ones stay done).
+            found = [Found(url, depth=0) for url in seeds]
+            frontier.urls_admit(crawl=crawl, found=found, scope=ScopeMap())
             crawl_workers_ensure(crawl=crawl)
             return crawl, False
         crawl = Crawl.objects.create(
@@ -80,7 +84,7 @@ def crawl_start(
             max_pages=source.max_pages if max_pages is None else max_pages,
             max_depth=source.max_depth if max_depth is None else max_depth,
         )
-        found = [Found(url, depth=0) for url in list(seeds) or source.seeds]
+        found = [Found(url, depth=0) for url in seeds or source.seeds]
         if source.sitemap_url:
             found.append(Found(source.sitemap_url, 0, kind=CrawlUrl.Kind.SITEMAP))
         frontier.urls_admit(crawl=crawl, found=found, scope=ScopeMap())
