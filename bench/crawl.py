@@ -177,6 +177,7 @@ def fidelity(root: Path, base: str) -> None:
     from selectolax.lexbor import LexborHTMLParser
 
     from ingest.extract import CHROME, DEFAULT_SELECTORS, PERMALINK_TEXTS
+    from kbsite.text import fenced
     from sources.models import Page
 
     kept = headings_lost = code_lost = total = 0
@@ -193,10 +194,11 @@ def fidelity(root: Path, base: str) -> None:
         for anchor in main.css("a"):
             if anchor.text(strip=True) in PERMALINK_TEXTS:
                 anchor.decompose()
+        # Headings inside list items are indented; lines of code are not headings.
         heading_lines = {
-            _flat(line.lstrip("#"))
-            for line in markdown.splitlines()
-            if line.startswith("#")
+            _plain(line.lstrip().lstrip("#"))
+            for line, code in fenced(markdown.splitlines())
+            if line.lstrip().startswith("#") and not code
         }
         flat = _flat(markdown)
         lost_h = [
