@@ -257,15 +257,18 @@ def host_slow_down(*, origin: str, seconds: float) -> None:
 
 
 def seconds_to_next(*, crawl: Crawl) -> float | None:
-    """Seconds until a queued URL of the crawl is due (its backoff over), or None
-    if none is queued (all done, or all being fetched)."""
+    """Seconds until a queued URL of the crawl may be claimed (its backoff over, its
+    host's turn near), or None if none is queued (all done, or being fetched)."""
     now = timezone.now()
-    queued = crawl.urls.filter(state=CrawlUrl.State.QUEUED)
-    soonest = queued.aggregate(
-        at=Min(Coalesce("not_before", Value(now, output_field=DateTimeField())))
-    )["at"]
-    if soonest is None:
+    due = Coalesce("not_before", Value(now, output_field=DateTimeField()))
+    queued = crawl.urls.filter(state=CrawlUrl.State.QUEUED).order_by()
+    rows = list(queued.values("origin").annotate(due=Min(due)))
+    if not rows:
         return None
+    hosts = CrawlHost.objects.filter(origin__in=[row["origin"] for row in rows])
+    turns = dict(hosts.values_list("origin", "next_fetch_at"))
+    near = timedelta(seconds=MAX_WAIT)
+    soonest = min(max(row["due"], turns.get(row["origin"], now) - near) for row in rows)
     return max((soonest - now).total_seconds(), 0.0)
 
 
