@@ -9,7 +9,8 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
 
-from ingest.models import Delivery
+from ingest.crawl.services import crawl_cancel, crawl_progress
+from ingest.models import Crawl, CrawlUrl, Delivery
 from ingest.queueing import delivery_requeue
 from ingest.recrawl import RecrawlPlan, pages_recrawl, recrawl_due, source_crawl_start
 from kbsite.admin_utils import ReadOnlyAdmin
@@ -51,6 +52,45 @@ class DeliveryAdmin(ReadOnlyAdmin):
         self.message_user(request, message)
 
 
+# -- the built-in crawler ----------------------------------------------------------
+
+
+@admin.register(Crawl)
+class CrawlAdmin(ReadOnlyAdmin):
+    list_display = ["__str__", "state", "started_at", "finished_at", "progress"]
+    list_filter = ["state", "kind", "source"]
+    list_select_related = ["source"]
+    readonly_fields = ["progress", "url_list"]
+    actions = ["cancel"]
+
+    def has_cancel_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("ingest.change_crawl")
+
+    @admin.display(description="progress")
+    def progress(self, obj: Crawl) -> str:
+        return crawl_progress(crawl=obj).counts()
+
+    @admin.display(description="URLs")
+    def url_list(self, obj: Crawl) -> str:
+        url = (
+            reverse("admin:ingest_crawlurl_changelist") + f"?crawl__id__exact={obj.pk}"
+        )
+        return format_html('<a href="{}">every URL of this crawl</a>', url)
+
+    @admin.action(description="Cancel the selected crawls", permissions=["cancel"])
+    def cancel(self, request: HttpRequest, queryset: QuerySet[Crawl]) -> None:
+        done = sum(crawl_cancel(crawl=crawl) for crawl in queryset)
+        self.message_user(request, f"Cancelled {done} running crawls.")
+
+
+@admin.register(CrawlUrl)
+class CrawlUrlAdmin(ReadOnlyAdmin):
+    list_display = ["url", "kind", "state", "result", "site_status", "depth", "error"]
+    list_filter = ["result", "state", "kind"]
+    search_fields = ["url"]
+    raw_id_fields = ["crawl", "delivery"]
+
+
 # The editors' source and page admins, with the crawls that ingest runs: ingest
 # extends them here, so that sources never depends on ingest.
 
@@ -60,16 +100,21 @@ def _report(admin_: admin.ModelAdmin, request: HttpRequest, plan: RecrawlPlan) -
     admin_.message_user(request, f"Recrawl: {plan}.", level)
 
 
+FETCHER_SETTINGS = {
+    Source.Fetcher.CRAWLBASE: ["CRAWLBASE_TOKEN", "CRAWLBASE_CRAWLER", "WEBHOOK_TOKEN"],
+    Source.Fetcher.NSTPROXY: ["NSTPROXY_API_KEY"],
+    Source.Fetcher.DIRECT: ["CRAWL_CONTACT_URL"],
+}
+
+
 def fetcher_problems(source: Source) -> list[str]:
     """Settings the source's fetcher needs and does not have."""
-    if source.fetcher != Source.Fetcher.CRAWLBASE:
-        return []
-    needed = ["CRAWLBASE_TOKEN", "CRAWLBASE_CRAWLER", "WEBHOOK_TOKEN"]
+    needed = FETCHER_SETTINGS.get(Source.Fetcher(source.fetcher), [])
     return [f"{name} is not set" for name in needed if not getattr(settings, name)]
 
 
 class CrawlingSourceAdmin(SourceAdmin):
-    actions = ["push_now", "recrawl_due_pages"]
+    actions = ["crawl_now", "recrawl_due_pages"]
     readonly_fields = [*SourceAdmin.readonly_fields, "callback_url", "fetcher_status"]
 
     def save_model(
@@ -99,8 +144,8 @@ class CrawlingSourceAdmin(SourceAdmin):
             '<strong style="color:#ba2121">Missing: {}</strong>', "; ".join(problems)
         )
 
-    @admin.action(description="Push the seeds of the selected sources now")
-    def push_now(self, request: HttpRequest, queryset: QuerySet[Source]) -> None:
+    @admin.action(description="Crawl the selected sources now (from their seeds)")
+    def crawl_now(self, request: HttpRequest, queryset: QuerySet[Source]) -> None:
         for source in queryset:
             _report(self, request, source_crawl_start(source=source))
 
@@ -113,7 +158,7 @@ class CrawlingSourceAdmin(SourceAdmin):
 
 
 class CrawlingPageAdmin(PageAdmin):
-    actions = ["push_now"]
+    actions = ["crawl_now"]
 
     def save_model(
         self, request: HttpRequest, obj: Any, form: Any, change: bool
@@ -122,8 +167,8 @@ class CrawlingPageAdmin(PageAdmin):
         if not change:
             _report(self, request, pages_recrawl(pages=Page.objects.filter(pk=obj.pk)))
 
-    @admin.action(description="Push the selected pages now")
-    def push_now(self, request: HttpRequest, queryset: QuerySet[Page]) -> None:
+    @admin.action(description="Crawl the selected pages again now")
+    def crawl_now(self, request: HttpRequest, queryset: QuerySet[Page]) -> None:
         _report(self, request, pages_recrawl(pages=queryset))
 
 

@@ -50,7 +50,7 @@ class RecrawlResponseSerializer(serializers.Serializer):
     selected = serializers.IntegerField()
     queued = serializers.IntegerField()
     in_flight = serializers.IntegerField(help_text="Skipped: already in flight.")
-    not_crawlbase = serializers.IntegerField(help_text="Skipped: built-in fetcher.")
+    fetching = serializers.IntegerField(help_text="Queued for the built-in fetcher.")
     out_of_scope = serializers.IntegerField(help_text="URLs no source covers.")
 
 

@@ -26,6 +26,7 @@ def _ensure_schedules(sender: AppConfig, **kwargs: Any) -> None:
                 "ingest.tasks.recrawl_due_task",
                 settings.RECRAWL_SCHEDULE_MINUTES,
             ),
+            "ingest: resume crawls": ("ingest.tasks.crawls_resume_task", 10),
         },
     )
 

@@ -27,3 +27,19 @@ def webhook_token_check(app_configs, **kwargs) -> list[Warning]:
             )
         ]
     return []
+
+
+@register()
+def crawl_contact_check(app_configs, **kwargs) -> list[Warning]:
+    """Site owners see the User-Agent: it should say whom to ask about the crawler."""
+    if settings.CRAWL_CONTACT_URL:
+        return []
+    return [
+        Warning(
+            "CRAWL_CONTACT_URL is not set: sites the crawler visits cannot tell who "
+            "runs it.",
+            hint="Set CRAWL_CONTACT_URL to a page that names you and how to reach "
+            "you, e.g. https://kb.example.com/bot.",
+            id="ingest.W003",
+        )
+    ]

@@ -53,6 +53,7 @@ class Delivery(models.Model):
     class Outcome(models.TextChoices):
         EMBEDDED = "embedded", "Embedded (content changed)"
         UNCHANGED = "unchanged", "Unchanged (verified)"
+        DUPLICATE = "duplicate", "Duplicate (same content as another page)"
         DELETED = "deleted", "Deleted (tombstoned)"
         SKIPPED = "skipped", "Skipped (crawler or site failure)"
         REJECTED = "rejected", "Rejected (bad input)"
@@ -69,6 +70,17 @@ class Delivery(models.Model):
         help_text="PC-Status (or CB-Status): the crawler's verdict.",
     )
     content_type = models.CharField(max_length=200, blank=True)
+    etag = models.CharField(
+        "ETag", max_length=200, blank=True, help_text="From the built-in fetcher."
+    )
+    last_modified = models.CharField(
+        max_length=100, blank=True, help_text="The site's Last-Modified header."
+    )
+    site_modified_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="The site's own modification time (Last-Modified, sitemap lastmod).",
+    )
     push = models.ForeignKey(
         "sources.Push",
         null=True,
@@ -214,3 +226,142 @@ class Delivery(models.Model):
             next_attempt_at=None,
             queued_at=timezone.now(),
         )
+
+
+# -- the built-in crawler ----------------------------------------------------------
+
+
+class Crawl(models.Model):
+    """One crawl of a source by this product's own fetcher: its frontier is the set
+    of ``CrawlUrl`` rows, so it survives restarts and several workers share it."""
+
+    class Kind(models.TextChoices):
+        SITE = "site", "Site (seeds, sitemaps and links)"
+        PAGES = "pages", "Pages due again (and links new to the source)"
+
+    class State(models.TextChoices):
+        RUNNING = "running", "Running"
+        DONE = "done", "Done"
+        CANCELLED = "cancelled", "Cancelled"
+
+    source = models.ForeignKey(
+        "sources.Source", on_delete=models.CASCADE, related_name="crawls"
+    )
+    kind = models.CharField(max_length=10, choices=Kind.choices, default=Kind.SITE)
+    state = models.CharField(
+        max_length=10, choices=State.choices, default=State.RUNNING
+    )
+    max_pages = models.PositiveIntegerField(help_text="e.g. 10000")
+    max_depth = models.PositiveSmallIntegerField(help_text="e.g. 10")
+    started_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(
+        null=True, blank=True, help_text="When a worker last took a URL of it."
+    )
+
+    class Meta:
+        ordering = ["-started_at"]
+        indexes = [models.Index(fields=["state", "source"], name="crawl_state_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()} crawl of {self.source} #{self.pk}"
+
+    @property
+    def is_running(self) -> bool:
+        return self.state == self.State.RUNNING
+
+
+class CrawlUrlQuerySet(models.QuerySet["CrawlUrl"]):
+    def admitted(self) -> CrawlUrlQuerySet:
+        """Rows that count against the crawl's page limit: pages taken in, not
+        sitemaps nor links turned away at the door."""
+        refused = [CrawlUrl.Result.SCOPE, CrawlUrl.Result.TYPE]
+        return self.filter(kind=CrawlUrl.Kind.PAGE).exclude(result__in=refused)
+
+    def open(self) -> CrawlUrlQuerySet:
+        return self.filter(state__in=[CrawlUrl.State.QUEUED, CrawlUrl.State.FETCHING])
+
+
+class CrawlUrl(models.Model):
+    """One URL of a crawl's frontier: waiting, being fetched, or done with a result."""
+
+    class Kind(models.TextChoices):
+        PAGE = "page", "Page"
+        SITEMAP = "sitemap", "Sitemap"
+
+    class State(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        FETCHING = "fetching", "Being fetched"
+        DONE = "done", "Done"
+
+    class Result(models.TextChoices):
+        FETCHED = "fetched", "Fetched and delivered"
+        NOT_MODIFIED = "not_modified", "Unchanged (304 Not Modified)"
+        GONE = "gone", "Gone (404/410 delivered)"
+        ROBOTS = "robots", "Skipped: robots.txt or meta robots"
+        SCOPE = "scope", "Skipped: out of scope"
+        TYPE = "type", "Skipped: not HTML or Markdown"
+        FAILED = "failed", "Failed"
+        REFUSED = "refused", "Refused: private address or bad scheme"
+
+    crawl = models.ForeignKey(Crawl, on_delete=models.CASCADE, related_name="urls")
+    url = models.URLField("URL", max_length=2048, help_text="Canonical.")
+    origin = models.CharField(
+        max_length=300, help_text="scheme://host[:port], the unit of politeness."
+    )
+    kind = models.CharField(max_length=10, choices=Kind.choices, default=Kind.PAGE)
+    depth = models.PositiveSmallIntegerField(default=0)
+    state = models.CharField(max_length=10, choices=State.choices, default=State.QUEUED)
+    result = models.CharField(max_length=20, choices=Result.choices, blank=True)
+    site_status = models.PositiveSmallIntegerField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    lastmod = models.DateTimeField(
+        null=True, blank=True, help_text="The sitemap's lastmod for this URL."
+    )
+    attempts = models.PositiveSmallIntegerField(default=0)
+    not_before = models.DateTimeField(
+        null=True, blank=True, help_text="Not fetched again before (backoff)."
+    )
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    done_at = models.DateTimeField(null=True, blank=True)
+    delivery = models.ForeignKey(
+        Delivery, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    objects = CrawlUrlQuerySet.as_manager()
+
+    class Meta:
+        verbose_name = "crawl URL"
+        ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(fields=["crawl", "url"], name="crawlurl_uniq"),
+        ]
+        indexes = [
+            models.Index(
+                fields=["crawl", "state", "depth", "id"], name="crawlurl_next_idx"
+            ),
+            models.Index(fields=["origin", "state"], name="crawlurl_origin_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return self.url
+
+
+class CrawlHost(models.Model):
+    """What the crawler knows about one site origin: its robots.txt and when the
+    next request to it may start (shared by every worker and every crawl)."""
+
+    origin = models.CharField(max_length=300, unique=True)
+    robots_txt = models.TextField(blank=True)
+    robots_status = models.PositiveSmallIntegerField(null=True, blank=True)
+    robots_fetched_at = models.DateTimeField(null=True, blank=True)
+    delay = models.FloatField(
+        default=0.0, help_text="Seconds between request starts (Crawl-delay)."
+    )
+    next_fetch_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["origin"]
+
+    def __str__(self) -> str:
+        return self.origin

@@ -6,6 +6,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db.models import F
 
+from ingest import similarity
 from ingest.content import Content, content_derive
 from ingest.extract import EXTRACTOR_VERSION
 from ingest.models import Delivery
@@ -63,3 +64,26 @@ def page_keep_body(*, page: Page, content: Content) -> None:
 
 def page_lock(page: Page) -> Page:
     return Page.objects.select_for_update().select_related("source").get(pk=page.pk)
+
+
+def page_similarity_record(*, page: Page) -> None:
+    """Sign the page's Markdown (MinHash) and flag the most similar live page of the
+    same source at or above the near-duplicate threshold. Both stay indexed: an
+    editor decides. Call inside the transaction that saves the page."""
+    sig = similarity.signature(page.markdown)
+    page.minhash = sig
+    page.minhash_bands = similarity.bands(sig)
+    candidates = Page.objects.filter(
+        source_id=page.source_id,
+        status=Page.Status.LIVE,
+        minhash_bands__overlap=page.minhash_bands,
+    ).exclude(pk=page.pk)
+    best, score = None, 0.0
+    for pk, other in candidates.values_list("pk", "minhash")[:200]:
+        value = similarity.similarity(sig, bytes(other or b""))
+        if value > score:
+            best, score = pk, value
+    if best is not None and score >= similarity.THRESHOLD:
+        page.near_duplicate_of_id, page.near_duplicate_score = best, round(score, 3)
+    else:
+        page.near_duplicate_of_id, page.near_duplicate_score = None, None

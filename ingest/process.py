@@ -1,5 +1,18 @@
-"""The delivery job: one delivery, one change to the index, in the decision order
-of the product (gone, failed, redirected, unchanged, changed).
+"""The delivery job: one delivery, one change to the index, in this order:
+
+1. no source covers the URL, or it is out of its page's source's scope: rejected;
+2. ``Original-Status`` 404 or 410: tombstone;
+3. the crawler's status is not 200, or the site's is 4xx/5xx: a failure on the page,
+   its content kept;
+4. ``Original-Status`` 304 (the built-in crawler's conditional request): a live page
+   is verified unchanged, with nothing read, hashed or embedded;
+5. the pushed URL led elsewhere (a redirect): the final URL is the page, the pushed
+   one points to it (recorded in 6 to 8);
+6. the content equals an older live page's of the same source (a mirror, a
+   parameter variant): a duplicate of that page, which stays the one indexed;
+7. the content hash equals the live page's: unchanged, ``last_verified_at`` moves;
+8. otherwise new content: chunked, new chunk texts embedded, swapped in; a page of
+   the same source with almost the same text is flagged, never removed.
 
 Safe to run again after a crash, or twice at once: every change to a page happens
 under its row lock, and only while the delivery is still this run's to finish.
@@ -18,7 +31,13 @@ from ingest import wire
 from ingest.content import Content, EmptyContent
 from ingest.discovery import source_links_push
 from ingest.models import Delivery
-from ingest.pipeline import content_embed, page_keep_body, page_lock, source_content
+from ingest.pipeline import (
+    content_embed,
+    page_keep_body,
+    page_lock,
+    page_similarity_record,
+    source_content,
+)
 from ingest.queueing import delivery_retry_later, error_summary
 from ingest.rederive import source_boilerplate_catch_up
 from retrieval.services import page_chunks_replace
@@ -29,7 +48,12 @@ from sources.services import page_shapes_record
 logger = logging.getLogger(__name__)
 
 GONE_STATUSES = {404, 410}
+NOT_MODIFIED = 304
 Outcome = Delivery.Outcome
+
+
+class Retry(Exception):
+    """Worth running again: the job is retried like any failed one."""
 
 
 class Skip(Exception):
@@ -87,6 +111,8 @@ def _process(delivery: Delivery) -> Outcome:
         if delivery.original_status in GONE_STATUSES:
             return _apply_gone(delivery, page)
         _check_crawl_succeeded(delivery)
+        if delivery.original_status == NOT_MODIFIED:
+            return _apply_not_modified(delivery, page, pushed)
         content = _content(delivery, page)
         outcome = _apply_content(delivery, page, pushed, content)
     except Skip as skip:
@@ -133,9 +159,31 @@ def _content(delivery: Delivery, page: Page) -> Content:
         raise Skip(Outcome.SKIPPED, str(exc), page_failure=True) from None
 
 
+def _apply_not_modified(delivery: Delivery, page: Page, pushed: Page | None) -> Outcome:
+    """The site said the content is the one the page holds: verified, and nothing
+    else (the stored body and Markdown stay as they are)."""
+    with transaction.atomic():
+        locked = _lock_for(delivery, page)
+        if locked is None:
+            return Outcome.SKIPPED
+        if not locked.is_live:
+            raise Skip(
+                Outcome.SKIPPED,
+                f"304 Not Modified for a page that is {locked.status}",
+                page_failure=True,
+            )
+        locked.mark_verified(at=delivery.received_at, crawled_at=delivery.crawled_at)
+        _validators_keep(delivery, locked)
+        locked.save()
+        _redirect(pushed, locked, delivery)
+        return _finish(delivery, locked, Outcome.UNCHANGED, "304 Not Modified")
+
+
 def _apply_content(
     delivery: Delivery, page: Page, pushed: Page | None, content: Content
 ) -> Outcome:
+    if _original_of(page, content) is not None:
+        return _apply_duplicate(delivery, page, pushed, content)
     if page.is_live and page.content_hash == content.digest:
         return _apply_unchanged(delivery, page, pushed, content)
     drafts, report = content_embed(content=content, page=page, delivery=delivery)
@@ -157,6 +205,8 @@ def _apply_content(
             markdown=content.markdown,
             digest=content.digest,
         )
+        _validators_keep(delivery, locked)
+        page_similarity_record(page=locked)
         locked.save()
         delivery.version = PageVersion.objects.create(
             page=locked,
@@ -184,9 +234,63 @@ def _verified(
 ) -> Outcome:
     page_keep_body(page=page, content=content)
     page.mark_verified(at=delivery.received_at, crawled_at=delivery.crawled_at)
+    _validators_keep(delivery, page)
     page.save()
     _redirect(pushed, page, delivery)
     return _finish(delivery, page, Outcome.UNCHANGED)
+
+
+def _original_of(page: Page, content: Content) -> Page | None:
+    """The oldest live page of the same source indexed with this content, if older
+    than ``page``: it is the one kept. (Two copies indexed at once by two workers
+    are settled at the next crawl of the younger one.)"""
+    same = Page.objects.filter(
+        source_id=page.source_id,
+        status=Page.Status.LIVE,
+        content_hash=content.digest,
+        pk__lt=page.pk,
+    )
+    return same.order_by("pk").first()
+
+
+def _apply_duplicate(
+    delivery: Delivery, page: Page, pushed: Page | None, content: Content
+) -> Outcome:
+    with transaction.atomic():
+        locked = _lock_for(delivery, page)
+        if locked is None:
+            return Outcome.SKIPPED
+        original = _original_of(locked, content)
+        if original is None:  # it changed meanwhile: this is new content after all
+            raise Retry("the original page changed while this delivery was read")
+        if locked.status != Page.Status.DUPLICATE:
+            page_chunks_replace(page=locked, drafts=[])
+            page_shapes_record(page=locked, shapes={})
+            delivery.version = PageVersion.objects.create(
+                page=locked,
+                kind=PageVersion.Kind.DUPLICATE,
+                content_hash=content.digest,
+            )
+        locked.title = content.title[:500]
+        locked.mark_duplicate(
+            of=original,
+            at=delivery.received_at,
+            crawled_at=delivery.crawled_at,
+            digest=content.digest,
+        )
+        locked.save()
+        _redirect(pushed, locked, delivery)
+        return _finish(
+            delivery, locked, Outcome.DUPLICATE, f"same content as {original}"
+        )
+
+
+def _validators_keep(delivery: Delivery, page: Page) -> None:
+    page.remember_validators(
+        etag=delivery.etag,
+        last_modified=delivery.last_modified,
+        site_modified_at=delivery.site_modified_at,
+    )
 
 
 def _apply_gone(delivery: Delivery, page: Page) -> Outcome:

@@ -17,8 +17,9 @@ from django.db.models import QuerySet
 from django.utils import timezone
 from django_q.tasks import async_task
 
+from ingest.crawl.services import crawl_start, page_fetch_queue
 from kbsite.canonical import canonical_url
-from sources.models import Page, Source
+from sources.models import Page, Push, Source
 from sources.pushing import pages_push_queue, pushes_expire
 from sources.scope import source_covers, source_for_url
 
@@ -32,7 +33,7 @@ class RecrawlPlan:
     selected: int = 0
     queued: int = 0
     in_flight: int = 0  # skipped: a push of the page is waiting or sent
-    not_crawlbase: int = 0  # skipped: the source has no Crawlbase fetcher
+    fetching: int = 0  # handed to the built-in (or Nstproxy) fetcher
     out_of_scope: int = 0  # URLs no source covers
     busy: bool = False  # another planner was at work; nothing done
 
@@ -41,8 +42,8 @@ class RecrawlPlan:
             return "another recrawl is being planned; nothing done"
         return (
             f"{self.selected} pages selected, {self.queued} queued for Crawlbase, "
-            f"{self.in_flight} skipped (in flight), {self.not_crawlbase} skipped "
-            f"(built-in fetcher), {self.out_of_scope} URLs out of every scope"
+            f"{self.in_flight} skipped (in flight), {self.fetching} queued for the "
+            f"built-in fetcher, {self.out_of_scope} URLs out of every scope"
         )
 
 
@@ -71,18 +72,20 @@ def recrawl_due(
 def pages_recrawl(
     *, pages: QuerySet[Page], limit: int | None = None, dry_run: bool = False
 ) -> RecrawlPlan:
-    """Queue pushes for these pages (those of Crawlbase sources), at most ``limit``."""
+    """Hand these pages (at most ``limit``) to their sources' crawlers: pushes to
+    Crawlbase, fetches by the built-in (or Nstproxy) fetcher."""
+    if limit is not None:
+        pages = Page.objects.filter(pk__in=pages[:limit].values("pk"))
     crawlbase = pages.filter(source__fetcher=Source.Fetcher.CRAWLBASE)
-    plan = RecrawlPlan(
-        not_crawlbase=pages.exclude(pk__in=crawlbase.values("pk")).count()
-    )
-    chosen = crawlbase[:limit] if limit is not None else crawlbase
+    here = pages.exclude(source__fetcher=Source.Fetcher.CRAWLBASE)
+    plan = RecrawlPlan()
     if dry_run:
-        plan.selected = chosen.count()
-        plan.in_flight = chosen.filter(pushes__state__in=["queued", "sent"]).count()
+        plan.selected = pages.count()
+        plan.in_flight = crawlbase.filter(pushes__state__in=Push.IN_FLIGHT).count()
         return plan
-    plan.queued, plan.in_flight = pages_push_queue(pages=chosen)
-    plan.selected = plan.queued + plan.in_flight
+    plan.queued, plan.in_flight = pages_push_queue(pages=crawlbase)
+    plan.fetching = page_fetch_queue(page_ids=here.values_list("pk", flat=True))
+    plan.selected = plan.queued + plan.in_flight + plan.fetching
     if plan.queued:
         transaction.on_commit(pushes_send_soon)
     return plan
@@ -110,7 +113,12 @@ def urls_recrawl(*, urls: Iterable[str], source: Source | None = None) -> Recraw
 
 
 def source_crawl_start(*, source: Source) -> RecrawlPlan:
-    """A source's first crawl: a page for each seed, queued for its crawler."""
+    """Crawl the source from its seeds (and sitemap): the built-in crawler starts
+    (or resumes) a crawl of the site; for Crawlbase, a page is made and pushed for
+    each seed, and the pages they link to follow as they are delivered."""
+    if source.is_crawled_here:
+        crawl, _ = crawl_start(source=source)
+        return RecrawlPlan(fetching=crawl.urls.count())
     return urls_recrawl(urls=source.seeds[: source.max_pages], source=source)
 
 

@@ -9,7 +9,12 @@ from django_q.tasks import async_task
 from ingest import wire
 from ingest.content import EmptyContent
 from ingest.extract import EXTRACTOR_VERSION
-from ingest.pipeline import content_embed, page_lock, source_content
+from ingest.pipeline import (
+    content_embed,
+    page_lock,
+    page_similarity_record,
+    source_content,
+)
 from retrieval.services import page_chunks_replace
 from sources.models import Page, PageVersion, Source
 from sources.services import source_boilerplate_refresh
@@ -68,6 +73,7 @@ def page_rederive(*, page: Page) -> bool:
             title=content.title, markdown=content.markdown, digest=content.digest
         )
         locked.extractor_version = EXTRACTOR_VERSION
+        page_similarity_record(page=locked)
         locked.save()
         PageVersion.objects.create(
             page=locked,

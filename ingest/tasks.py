@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ingest.crawl.services import crawl_work, crawls_resume
 from ingest.process import delivery_process
 from ingest.queueing import deliveries_requeue_stalled
 from ingest.recrawl import recrawl_due
@@ -29,3 +30,11 @@ def sources_boilerplate_refresh_task() -> int:
 
 def recrawl_due_task() -> str:
     return str(recrawl_due())
+
+
+def crawl_work_task(crawl_id: int) -> str:
+    return crawl_work(crawl_id=crawl_id)
+
+
+def crawls_resume_task() -> int:
+    return crawls_resume()

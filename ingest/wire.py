@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 import zlib
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from kbsite import boundedjson
@@ -65,6 +66,11 @@ class ParsedDelivery:
     body_format: str
     content_type: str = ""
     is_probe: bool = False
+    # Only the built-in crawler knows these: the validators for its next
+    # conditional request, and the site's own modification time.
+    etag: str = ""
+    last_modified: str = ""
+    site_modified_at: datetime | None = None
 
 
 def parse_status(name: str, value: str | None) -> int | None:

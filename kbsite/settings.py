@@ -228,6 +228,39 @@ RECRAWL_SCHEDULE_MINUTES = env_int("RECRAWL_SCHEDULE_MINUTES", 5, minimum=1)
 # the admin, e.g. https://kb.example.com
 PUBLIC_URL = env_str("PUBLIC_URL", f"http://127.0.0.1:{PORT}").rstrip("/")
 
+# The built-in crawler (ingest/crawl/). Private, loopback, link-local and metadata
+# addresses are refused unless this is true (tests and local demos).
+CRAWL_ALLOW_PRIVATE_ADDRESSES = env_bool("CRAWL_ALLOW_PRIVATE_ADDRESSES", False)
+# The robots.txt token and User-Agent name; the contact URL tells site owners who
+# is crawling and how to reach them.
+CRAWL_BOT_NAME = env_str("CRAWL_BOT_NAME", "kb-crawler") or "kb-crawler"
+CRAWL_CONTACT_URL = env_str("CRAWL_CONTACT_URL")
+# Least seconds between the starts of two requests to one host (a robots.txt
+# Crawl-delay that is longer wins), and most requests to one host at once.
+CRAWL_DELAY = env_float("CRAWL_DELAY", 0.5, minimum=0.0, maximum=3600.0)
+CRAWL_HOST_CONCURRENCY = env_int("CRAWL_HOST_CONCURRENCY", 2, minimum=1)
+# Crawl jobs working on one crawl at once (each fetches one URL at a time).
+CRAWL_WORKERS = env_int("CRAWL_WORKERS", 1, minimum=1)
+CRAWL_TIMEOUT = env_int("CRAWL_TIMEOUT", 30, minimum=1)
+# Further attempts at a URL after a timeout, a 429 or a 5xx, with backoff.
+CRAWL_RETRIES = env_int("CRAWL_RETRIES", 3)
+# Wait before the first retry when the site gives no Retry-After; doubles each time.
+CRAWL_RETRY_SECONDS = env_int("CRAWL_RETRY_SECONDS", 10)
+CRAWL_MAX_BODY_BYTES = env_int(
+    "CRAWL_MAX_BODY_BYTES", WEBHOOK_MAX_BODY_BYTES, minimum=1024
+)
+if CRAWL_MAX_BODY_BYTES > WEBHOOK_MAX_BODY_BYTES:
+    raise ImproperlyConfigured(
+        f"CRAWL_MAX_BODY_BYTES={CRAWL_MAX_BODY_BYTES} must not exceed "
+        f"WEBHOOK_MAX_BODY_BYTES={WEBHOOK_MAX_BODY_BYTES}: ingest reads every "
+        "delivery under that limit"
+    )
+# Nstproxy's crawl API, the hosted fetcher for sites that need a proxy network or
+# JavaScript (sources whose fetcher is "nstproxy").
+NSTPROXY_API_KEY = env_secret("NSTPROXY_API_KEY")
+NSTPROXY_API_URL = env_str("NSTPROXY_API_URL", "https://api.nstproxy.com")
+NSTPROXY_TIMEOUT = env_int("NSTPROXY_TIMEOUT", 90, minimum=1)
+
 # A line shape (digits masked) on at least this many pages, and this percentage of a
 # source's live pages, is boilerplate and is stripped before hashing and chunking.
 BOILERPLATE_MIN_PAGES = env_int("BOILERPLATE_MIN_PAGES", 10, minimum=2)
@@ -303,7 +336,8 @@ LOGGING = {
     },
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
-    "loggers": {"django_q": {"level": "WARNING"}},
+    # One line per crawled URL is too many: the crawl's own rows record each one.
+    "loggers": {"django_q": {"level": "WARNING"}, "httpx2": {"level": "WARNING"}},
 }
 
 # Read by ``manage.py serve`` (and Django's ``createsuperuser --noinput``).

@@ -12,7 +12,14 @@ from sources.models import LineShape, Page, PageVersion, Push, Source
 
 @admin.register(Source)
 class SourceAdmin(admin.ModelAdmin):
-    list_display = ["name", "fetcher", "page_count", "live_count", "recrawl_every"]
+    list_display = [
+        "name",
+        "fetcher",
+        "page_count",
+        "live_count",
+        "recrawl_every",
+        "max_pages",
+    ]
     list_filter = ["fetcher"]
     search_fields = ["name", "seed_urls", "sitemap_url"]
     filter_horizontal = ["allowed_groups"]
@@ -57,11 +64,16 @@ class PageAdmin(admin.ModelAdmin):
         "hash",
         "last_verified_at",
         "last_changed_at",
+        "site_modified_at",
         "next_crawl_at",
         "failure_count",
         "embedding_tokens",
     ]
-    list_filter = ["status", "source"]
+    list_filter = [
+        "status",
+        "source",
+        ("near_duplicate_of", admin.EmptyFieldListFilter),
+    ]
     search_fields = ["url", "title", "final_url"]
     list_select_related = ["source"]
     show_full_result_count = False
@@ -72,9 +84,15 @@ class PageAdmin(admin.ModelAdmin):
         "pushed_url",
         "final_url",
         "redirect_to",
+        "duplicate_of",
+        "near_duplicate_of",
+        "near_duplicate_score",
         "original_status",
         "last_verified_at",
         "last_changed_at",
+        "site_modified_at",
+        "etag",
+        "last_modified",
         "deleted_at",
         "last_failure_at",
         "failure_count",

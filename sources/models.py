@@ -26,6 +26,7 @@ class Source(models.Model):
     class Fetcher(models.TextChoices):
         CRAWLBASE = "crawlbase", "Crawlbase Enterprise Crawler"
         DIRECT = "direct", "Built-in polite fetcher"
+        NSTPROXY = "nstproxy", "Nstproxy crawl API (proxy network, JavaScript)"
 
     name = models.CharField(
         max_length=200, unique=True, help_text="For example: Django 5.2 documentation."
@@ -34,7 +35,8 @@ class Source(models.Model):
         max_length=20,
         choices=Fetcher.choices,
         default=Fetcher.DIRECT,
-        help_text="Crawlbase needs CRAWLBASE_TOKEN and CRAWLBASE_CRAWLER to be set.",
+        help_text="Crawlbase needs CRAWLBASE_TOKEN and CRAWLBASE_CRAWLER to be set; "
+        "Nstproxy needs NSTPROXY_API_KEY.",
     )
     seed_urls = models.TextField(
         "seed URLs",
@@ -104,9 +106,14 @@ class Source(models.Model):
         help_text="The adaptive schedule's price of a check, from the daily re-plan.",
     )
     max_pages = models.PositiveIntegerField(
-        default=5000,
-        help_text="Pages discovered from seeds, sitemaps and links stop at this "
-        "many, e.g. 5000.",
+        default=10_000,
+        help_text="Most pages of this source: discovery from seeds, sitemaps and "
+        "links stops there, e.g. 10000.",
+    )
+    max_depth = models.PositiveSmallIntegerField(
+        default=10,
+        help_text="Most links followed from a seed or sitemap entry; 0 crawls only "
+        "those, e.g. 10.",
     )
     crawlbase_format = models.CharField(
         "Crawlbase format",
@@ -156,6 +163,12 @@ class Source(models.Model):
 
     def _regexes(self, text: str) -> list[re.Pattern]:
         return [re.compile(line) for line in self._lines(text)]
+
+    @property
+    def is_crawled_here(self) -> bool:
+        """Whether this product fetches the pages itself (directly or through a
+        hosted fetcher), rather than waiting for Crawlbase to deliver them."""
+        return self.fetcher in {self.Fetcher.DIRECT, self.Fetcher.NSTPROXY}
 
     @property
     def boilerplate_regexes(self) -> list[re.Pattern]:
@@ -233,6 +246,7 @@ class Page(models.Model):
         LIVE = "live", "Live"
         GONE = "gone", "Gone (tombstoned)"
         REDIRECTED = "redirected", "Redirects to another page"
+        DUPLICATE = "duplicate", "Same content as another page"
 
     source = models.ForeignKey(Source, on_delete=models.CASCADE, related_name="pages")
     url = models.URLField(
@@ -262,6 +276,41 @@ class Page(models.Model):
         on_delete=models.SET_NULL,
         related_name="redirected_from",
         editable=False,
+    )
+    duplicate_of = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="duplicates",
+        editable=False,
+        help_text="The page indexed in its place: same content (a mirror, a "
+        "parameter variant).",
+    )
+    near_duplicate_of = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        editable=False,
+        help_text="A page of the same source with almost the same text; both stay "
+        "indexed, for an editor to judge.",
+    )
+    near_duplicate_score = models.FloatField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="Estimated share of shared word shingles (MinHash), 0 to 1.",
+    )
+    minhash = models.BinaryField(
+        null=True, editable=False, help_text="MinHash signature of the Markdown."
+    )
+    minhash_bands = ArrayField(
+        models.BigIntegerField(),
+        default=list,
+        editable=False,
+        help_text="Hashes of the signature's bands, to find near-duplicate candidates.",
     )
     title = models.CharField(max_length=500, blank=True, editable=False)
     status = models.CharField(
@@ -304,6 +353,26 @@ class Page(models.Model):
         help_text="When the content last changed.",
     )
     deleted_at = models.DateTimeField(null=True, blank=True, editable=False)
+    etag = models.CharField(
+        "ETag",
+        max_length=200,
+        blank=True,
+        editable=False,
+        help_text="The site's ETag for the content held, sent back as If-None-Match.",
+    )
+    last_modified = models.CharField(
+        max_length=100,
+        blank=True,
+        editable=False,
+        help_text="The site's Last-Modified header, sent back as If-Modified-Since.",
+    )
+    site_modified_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="When the site says the page last changed (Last-Modified, or its "
+        "sitemap's lastmod): a hint, not a verified change.",
+    )
     last_crawled_at = models.DateTimeField(
         null=True,
         blank=True,
@@ -353,6 +422,10 @@ class Page(models.Model):
             models.Index(fields=["next_crawl_at"], name="page_next_crawl_idx"),
             models.Index(fields=["source", "status"], name="page_source_status_idx"),
             GinIndex(fields=["line_shapes"], name="page_line_shapes_idx"),
+            models.Index(
+                fields=["source", "content_hash"], name="page_source_hash_idx"
+            ),
+            GinIndex(fields=["minhash_bands"], name="page_minhash_bands_idx"),
         ]
 
     def __str__(self) -> str:
@@ -395,7 +468,7 @@ class Page(models.Model):
     def mark_verified(
         self, *, at: datetime, crawled_at: datetime, changed: bool = False
     ) -> None:
-        """A crawl saw the content we hold."""
+        """A crawl saw the content the index holds."""
         self._record_check(at=at, changed=changed)
         self.last_verified_at = at
         self.last_crawled_at = crawled_at
@@ -417,6 +490,7 @@ class Page(models.Model):
         self.status = self.Status.LIVE
         self.deleted_at = None
         self.redirect_to = None
+        self.duplicate_of = None
         self.title = title[:500]
         self.markdown = markdown
         self.content_hash = digest
@@ -431,6 +505,7 @@ class Page(models.Model):
         self.content_hash = ""
         self.markdown = ""
         self.raw_body = None
+        self.forget_validators()
         self.original_status = original_status
         self.last_crawled_at = crawled_at
         self.last_changed_at = at
@@ -449,9 +524,49 @@ class Page(models.Model):
         self.redirect_to = to
         self.content_hash = ""
         self.markdown = ""
+        self.forget_validators()
         self.last_crawled_at = crawled_at
         self.last_changed_at = at
         self.next_crawl_at = at + self.source.recrawl_max
+
+    def mark_duplicate(
+        self, *, of: Page, at: datetime, crawled_at: datetime, digest: str
+    ) -> None:
+        """Its content is the same as ``of``'s, which is indexed in its place: the
+        crawl verified it, and it leaves search."""
+        was_live = self.is_live
+        self.mark_verified(at=at, crawled_at=crawled_at)
+        self.status = self.Status.DUPLICATE
+        self.duplicate_of = of
+        self.redirect_to = None
+        self.deleted_at = None
+        self.content_hash = digest
+        self.markdown = ""
+        self.raw_body = None
+        self.minhash = None
+        self.minhash_bands = []
+        self.near_duplicate_of = None
+        self.near_duplicate_score = None
+        # Fetched in full next time: the original may have moved on since.
+        self.forget_validators()
+        if was_live or self.last_changed_at is None:
+            self.last_changed_at = at
+
+    def remember_validators(
+        self, *, etag: str, last_modified: str, site_modified_at: datetime | None
+    ) -> None:
+        """What the site said about the version held, for the next conditional
+        request; a 304 that repeats none of them keeps the ones stored."""
+        if etag:
+            self.etag = etag
+        if last_modified:
+            self.last_modified = last_modified
+        if site_modified_at is not None:
+            self.site_modified_at = site_modified_at
+
+    def forget_validators(self) -> None:
+        self.etag = ""
+        self.last_modified = ""
 
     def mark_failed(
         self, *, at: datetime, error: str, original_status: int | None
@@ -473,6 +588,7 @@ class PageVersion(models.Model):
         CHANGED = "changed", "Content changed"
         DELETED = "deleted", "Tombstoned (404/410)"
         RESTORED = "restored", "Back after a tombstone"
+        DUPLICATE = "duplicate", "Became a duplicate of another page"
 
     page = models.ForeignKey(Page, on_delete=models.CASCADE, related_name="versions")
     kind = models.CharField(max_length=20, choices=Kind.choices)

@@ -77,3 +77,26 @@ def source_for_url(url: str) -> Source | None:
         if rank is not None and (best is None or (rank, -source.pk) > best):
             best, chosen = (rank, -source.pk), source
     return chosen
+
+
+class ScopeMap:
+    """Every source's scope compiled once, for code that asks about many URLs (a
+    crawler sorting the links of each page it fetches)."""
+
+    def __init__(self, sources: Iterable[Source] | None = None) -> None:
+        chosen = Source.objects.order_by("pk") if sources is None else sources
+        self.scopes = [
+            (source.pk, source.seeds, source.allow_regexes, source.deny_regexes)
+            for source in chosen
+        ]
+
+    def source_id_for(self, url: str) -> int | None:
+        """The id of the most specific source covering ``url`` (the oldest on a
+        tie), as ``source_for_url`` decides, or None."""
+        best: tuple[tuple[int, int], int] | None = None
+        chosen = None
+        for pk, seeds, allow, deny in self.scopes:
+            rank = scope_rank(url, seeds=seeds, allow=allow, deny=deny)
+            if rank is not None and (best is None or (rank, -pk) > best):
+                best, chosen = (rank, -pk), pk
+        return chosen

@@ -135,14 +135,23 @@ class IncrementalTests(IngestWorld):
         assert menu.pages == len(self.others)
 
     def test_identical_text_is_embedded_once_across_pages(self):
-        delivery = self.ingest(f"{SITE}/install-copy/", doc("Install", SECTIONS))
+        # Not a mirror (one section more), but three sections word for word.
+        sections = dict(SECTIONS, Upgrade="Run pip install --upgrade example.")
+        delivery = self.ingest(f"{SITE}/install-copy/", doc("Install", sections))
 
         assert delivery.outcome == Delivery.Outcome.EMBEDDED
+        assert len(self.api.seen) == 1, "only the new section"
+        copy = set(self.page(f"{SITE}/install-copy/").chunks.values_list("embed_hash"))
+        assert set(self.page(self.url).chunks.values_list("embed_hash")) < copy
+
+    def test_a_mirror_of_a_page_is_indexed_once(self):
+        delivery = self.ingest(f"{SITE}/install-copy/", doc("Install", SECTIONS))
+
+        assert delivery.outcome == Delivery.Outcome.DUPLICATE
         assert self.api.seen == []
         mirror = self.page(f"{SITE}/install-copy/")
-        assert set(mirror.chunks.values_list("embed_hash", flat=True)) == set(
-            self.page(self.url).chunks.values_list("embed_hash", flat=True)
-        )
+        assert mirror.duplicate_of == self.page(self.url)
+        assert not mirror.chunks.exists()
 
     def test_the_latest_raw_body_is_kept_with_its_extractor_version(self):
         page = self.page(self.url)

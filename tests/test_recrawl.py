@@ -404,7 +404,7 @@ def test_staff_queue_urls_or_a_sources_due_pages(source, staff):
 
     assert by_urls.status_code == 202
     assert by_urls.json() | {"selected": 0} == {
-        "selected": 0, "queued": 1, "in_flight": 0, "not_crawlbase": 0,
+        "selected": 0, "queued": 1, "in_flight": 0, "fetching": 0,
         "out_of_scope": 1,
     }  # fmt: skip
     assert by_source.status_code == 202 and by_source.json()["queued"] == 1

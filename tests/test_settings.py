@@ -61,8 +61,8 @@ def test_the_default_settings_pass_the_system_checks_with_a_token_warning():
     assert "WEBHOOK_TOKEN is not set" in result.stderr
 
 
-def test_a_long_webhook_token_silences_the_warnings():
-    result = run_check(WEBHOOK_TOKEN="x" * 32)
+def test_a_long_webhook_token_and_a_crawl_contact_silence_the_warnings():
+    result = run_check(WEBHOOK_TOKEN="x" * 32, CRAWL_CONTACT_URL="https://a.example/")
 
     assert result.returncode == 0, result.stderr
     assert "no issues" in result.stdout
@@ -70,6 +70,20 @@ def test_a_long_webhook_token_silences_the_warnings():
 
 def test_a_short_webhook_token_is_warned_about():
     assert "ingest.W002" in run_check(WEBHOOK_TOKEN="short").stderr
+
+
+def test_a_crawler_without_a_contact_url_is_warned_about():
+    result = run_check(WEBHOOK_TOKEN="x" * 32, CRAWL_CONTACT_URL="")
+
+    assert result.returncode == 0, result.stderr
+    assert "ingest.W003" in result.stderr
+
+
+def test_a_crawl_body_limit_over_the_delivery_limit_is_refused():
+    result = run_check(WEBHOOK_MAX_BODY_BYTES="2048", CRAWL_MAX_BODY_BYTES="4096")
+
+    assert result.returncode != 0
+    assert "CRAWL_MAX_BODY_BYTES=4096 must not exceed" in result.stderr
 
 
 def test_build_embedder_names_an_unknown_backend():

@@ -1,0 +1,194 @@
+"""Fetchers: how one URL is requested. The crawl engine above them (frontier,
+robots.txt, scope, politeness, deliveries) is the same for all of them.
+
+- ``DirectFetcher`` requests the site itself, one hop at a time: redirects come back
+  as 3xx responses for the engine to check (robots.txt, scope, address) and follow.
+- ``NstproxyFetcher`` asks Nstproxy's crawl API, which fetches through its proxy
+  network (and renders JavaScript) and follows redirects itself.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from email.utils import parsedate_to_datetime
+from typing import Any, Protocol
+
+import httpx2
+from django.conf import settings
+
+from ingest.crawl.safety import guarded_transport
+
+HTML_TYPES = {"text/html", "application/xhtml+xml"}
+MARKDOWN_TYPES = {"text/markdown", "text/x-markdown"}
+ACCEPT = "text/html,application/xhtml+xml,text/markdown;q=0.9,text/plain;q=0.5"
+
+
+class FetchError(Exception):
+    """The request failed before the site answered (or the hosted fetcher failed).
+
+    ``crawler_status`` is what a delivery records as the crawler's status: 504 for a
+    timeout, 502 for a connection or protocol error, the API's status otherwise.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        retryable: bool = True,
+        crawler_status: int = 502,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+        self.crawler_status = crawler_status
+        self.retry_after = retry_after
+
+
+@dataclass
+class Response:
+    url: str
+    status: int
+    content_type: str = ""
+    body: bytes = b""
+    location: str = ""
+    etag: str = ""
+    last_modified: str = ""
+    retry_after: float | None = None
+    robots_tag: str = ""
+    # Hosted fetchers may extract these themselves.
+    links: list[str] | None = None
+    canonical: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def media_type(self) -> str:
+        return self.content_type.split(";")[0].strip().lower()
+
+    @property
+    def is_redirect(self) -> bool:
+        return self.status in {301, 302, 303, 307, 308} and bool(self.location)
+
+
+class Fetcher(Protocol):
+    #: Whether redirects are followed by the fetcher (the engine then sees only
+    #: the end of the chain) rather than returned as 3xx responses.
+    follows_redirects: bool
+    #: Whether a service elsewhere connects to the sites (so resolving their
+    #: names here says nothing about where it connects).
+    hosted: bool
+
+    def get(
+        self, url: str, *, etag: str = "", last_modified: str = "", raw: bool = False
+    ) -> Response:
+        """One request. ``raw``: any content type, as bytes (robots.txt,
+        sitemaps); otherwise the body is read only for HTML and Markdown."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def media_type_wanted(media_type: str, url: str) -> bool:
+    """HTML and Markdown pages; plain text only under a Markdown file name."""
+    if media_type in HTML_TYPES | MARKDOWN_TYPES or not media_type:
+        return True
+    path = url.split("?", 1)[0].lower()
+    return media_type == "text/plain" and path.endswith((".md", ".markdown"))
+
+
+def retry_after_seconds(value: str | None) -> float | None:
+    """Retry-After as seconds: a number, or an HTTP date."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(when.timestamp() - time.time(), 0.0)
+
+
+def user_agent() -> str:
+    contact = settings.CRAWL_CONTACT_URL
+    comment = f"; +{contact}" if contact else ""
+    return f"Mozilla/5.0 (compatible; {settings.CRAWL_BOT_NAME}/1.0{comment})"
+
+
+class DirectFetcher:
+    follows_redirects = False
+    hosted = False
+
+    def __init__(self) -> None:
+        self.timeout = float(settings.CRAWL_TIMEOUT)
+        self.max_bytes = settings.CRAWL_MAX_BODY_BYTES
+        self.client = httpx2.Client(
+            transport=guarded_transport(
+                allow_private=settings.CRAWL_ALLOW_PRIVATE_ADDRESSES
+            ),
+            headers={"User-Agent": user_agent(), "Accept": ACCEPT},
+            timeout=httpx2.Timeout(self.timeout),
+            follow_redirects=False,
+            trust_env=False,
+        )
+
+    def get(
+        self, url: str, *, etag: str = "", last_modified: str = "", raw: bool = False
+    ) -> Response:
+        headers = {}
+        if etag:
+            headers["If-None-Match"] = etag
+        if last_modified:
+            headers["If-Modified-Since"] = last_modified
+        started = time.monotonic()
+        try:
+            with self.client.stream("GET", url, headers=headers) as answer:
+                response = self._response(url, answer)
+                if answer.status_code == 200 and (
+                    raw or media_type_wanted(response.media_type, url)
+                ):
+                    response.body = self._read(answer, started)
+        except httpx2.TimeoutException:
+            raise FetchError(
+                f"timed out after {self.timeout:.0f} s", crawler_status=504
+            ) from None
+        except httpx2.TransportError as exc:
+            raise FetchError(f"{type(exc).__name__}: {exc}"[:500]) from None
+        return response
+
+    def _response(self, url: str, answer: httpx2.Response) -> Response:
+        headers = answer.headers
+        return Response(
+            url=url,
+            status=answer.status_code,
+            content_type=headers.get("content-type", ""),
+            location=headers.get("location", ""),
+            etag=headers.get("etag", "")[:200],
+            last_modified=headers.get("last-modified", "")[:100],
+            retry_after=retry_after_seconds(headers.get("retry-after")),
+            robots_tag=", ".join(headers.get_list("x-robots-tag")),
+        )
+
+    def _read(self, answer: httpx2.Response, started: float) -> bytes:
+        """The body, up to the size limit and within the time limit overall (a
+        server dripping bytes would otherwise never time out)."""
+        declared = answer.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > self.max_bytes:
+            raise FetchError(self._too_large(), retryable=False)
+        body = bytearray()
+        for piece in answer.iter_bytes():
+            body += piece
+            if len(body) > self.max_bytes:
+                raise FetchError(self._too_large(), retryable=False)
+            if time.monotonic() - started > self.timeout:
+                raise FetchError(
+                    f"timed out after {self.timeout:.0f} s", crawler_status=504
+                )
+        return bytes(body)
+
+    def _too_large(self) -> str:
+        return f"the body is over CRAWL_MAX_BODY_BYTES ({self.max_bytes:,} bytes)"
+
+    def close(self) -> None:
+        self.client.close()

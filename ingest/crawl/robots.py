@@ -1,0 +1,114 @@
+"""robots.txt: fetched once a day per origin, kept on ``CrawlHost`` for every worker,
+read with protego.
+
+As RFC 9309 says: a robots.txt that answers 4xx allows everything; one that cannot
+be reached (5xx, network errors) disallows everything for now, so the URL waiting
+on it is tried again later. Redirects are followed, at most five.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from urllib.parse import urljoin, urlsplit
+
+from django.conf import settings
+from django.db import connection
+from django.utils import timezone
+from protego import Protego
+
+from ingest.crawl.fetchers import Fetcher, FetchError
+from ingest.models import CrawlHost
+
+TTL = timedelta(hours=24)
+MAX_BYTES = 500 * 1024  # RFC 9309: at least 500 KiB must be read
+MAX_REDIRECTS = 5
+
+
+class RobotsUnreachable(Exception):
+    """robots.txt could not be read: nothing on that origin is fetched for now."""
+
+    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+def origin_of(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme.lower()}://{parts.netloc.lower()}"
+
+
+class RobotsCache:
+    """The rules of each origin, for one worker run (backed by ``CrawlHost``)."""
+
+    def __init__(self, fetcher: Fetcher) -> None:
+        self.fetcher = fetcher
+        self.bot = settings.CRAWL_BOT_NAME
+        self.rules: dict[str, tuple[Protego, str]] = {}
+
+    def allowed(self, url: str) -> bool:
+        rules, _ = self.for_origin(origin_of(url))
+        return bool(rules.can_fetch(url, self.bot))
+
+    def for_origin(self, origin: str) -> tuple[Protego, str]:
+        """(parsed rules, robots.txt text) of an origin, fetched if stale."""
+        if origin not in self.rules:
+            text = self._stored(origin)
+            if text is None:
+                text = self._fetch(origin)
+            self.rules[origin] = (Protego.parse(text), text)
+        return self.rules[origin]
+
+    def _stored(self, origin: str) -> str | None:
+        fresh = timezone.now() - TTL
+        host = CrawlHost.objects.filter(origin=origin, robots_fetched_at__gt=fresh)
+        row = host.values_list("robots_txt", flat=True).first()
+        return row
+
+    def _fetch(self, origin: str) -> str:
+        url = origin + "/robots.txt"
+        status, text = 0, ""
+        try:
+            for _ in range(MAX_REDIRECTS + 1):
+                response = self.fetcher.get(url, raw=True)
+                if not response.is_redirect:
+                    break
+                url = urljoin(url, response.location)
+            status = response.status
+        except FetchError as exc:
+            raise RobotsUnreachable(
+                f"robots.txt of {origin} cannot be read: {exc}",
+                retry_after=exc.retry_after,
+            ) from None
+        if status == 429 or status >= 500 or 300 <= status < 400:
+            raise RobotsUnreachable(
+                f"robots.txt of {origin} answered {status}",
+                retry_after=response.retry_after,
+            )
+        if 200 <= status < 300:
+            text = response.body[:MAX_BYTES].decode("utf-8", errors="replace")
+        rules = Protego.parse(text)
+        host_robots_store(origin=origin, text=text, status=status, delay=_delay(rules))
+        return text
+
+
+def _delay(rules: Protego) -> float:
+    bot = settings.CRAWL_BOT_NAME
+    delay = float(rules.crawl_delay(bot) or 0.0)
+    rate = rules.request_rate(bot)
+    if rate and rate.requests:
+        delay = max(delay, rate.seconds / rate.requests)
+    return delay
+
+
+def host_robots_store(*, origin: str, text: str, status: int, delay: float) -> None:
+    now = timezone.now()
+    table = CrawlHost._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {table} (origin, robots_txt, robots_status, "
+            "robots_fetched_at, delay, next_fetch_at) VALUES (%s, %s, %s, %s, %s, %s) "
+            "ON CONFLICT (origin) DO UPDATE SET robots_txt = EXCLUDED.robots_txt, "
+            "robots_status = EXCLUDED.robots_status, "
+            "robots_fetched_at = EXCLUDED.robots_fetched_at, delay = EXCLUDED.delay",
+            [origin, text.replace("\0", ""), status, now, delay, now],
+        )

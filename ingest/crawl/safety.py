@@ -1,0 +1,126 @@
+"""Where the crawler may connect: public http(s) addresses only, unless
+CRAWL_ALLOW_PRIVATE_ADDRESSES says otherwise.
+
+The check is made on the resolved addresses at connection time, for every
+connection (so every redirect hop), and the socket is opened to the address that
+was checked: a name cannot resolve to a public address for the check and to a
+private one for the connection.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from collections.abc import Iterable
+from urllib.parse import urlsplit
+
+import httpcore2
+import httpx2
+
+SCHEMES = {"http", "https"}
+METADATA = {
+    ipaddress.ip_address("169.254.169.254"),
+    ipaddress.ip_address("fd00:ec2::254"),
+}
+
+
+class Refused(Exception):
+    """The crawler will not connect there; the message says why."""
+
+
+def resolve(host: str, port: int) -> list[str]:
+    """Every address ``host`` resolves to (tests replace this function)."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as exc:
+        raise Refused(f"{host} cannot be resolved: {exc}") from None
+    return list(dict.fromkeys(str(info[4][0]) for info in infos))
+
+
+def address_refusal(address: str) -> str | None:
+    """What kind of non-public address this IP is ("a loopback address"), or None
+    if it is public."""
+    ip = ipaddress.ip_address(address.split("%", 1)[0])
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped:
+        ip = ip.ipv4_mapped
+    if ip in METADATA:
+        return "a cloud metadata address"
+    for test, kind in [
+        (ip.is_loopback, "a loopback"),
+        (ip.is_link_local, "a link-local"),
+        (ip.is_private, "a private"),
+        (ip.is_multicast or ip.is_unspecified or ip.is_reserved, "a reserved"),
+        (not ip.is_global, "a non-public"),
+    ]:
+        if test:
+            return f"{kind} address"
+    return None
+
+
+def scheme_refusal(url: str) -> str | None:
+    scheme = urlsplit(url).scheme.lower()
+    if scheme not in SCHEMES:
+        return f"only http and https URLs are crawled, not {scheme or 'no scheme'}:"
+    return None
+
+
+def url_check(url: str, *, allow_private: bool) -> None:
+    """Raise ``Refused`` unless ``url`` is http(s) and its host resolves to public
+    addresses only (any address when ``allow_private``)."""
+    refusal = scheme_refusal(url)
+    if refusal:
+        raise Refused(refusal)
+    parts = urlsplit(url)
+    if not parts.hostname:
+        raise Refused(f"{url[:200]} has no host")
+    port = parts.port or (443 if parts.scheme.lower() == "https" else 80)
+    addresses_check(parts.hostname, resolve(parts.hostname, port), allow_private)
+
+
+def addresses_check(host: str, addresses: Iterable[str], allow_private: bool) -> None:
+    if allow_private:
+        return
+    for address in addresses:
+        kind = address_refusal(address)
+        if kind:
+            where = f"{host} resolves to {address}" if host != address else host
+            raise Refused(
+                f"{where}, {kind}; set CRAWL_ALLOW_PRIVATE_ADDRESSES=true to crawl it"
+            )
+
+
+class GuardedBackend(httpcore2.SyncBackend):
+    """Opens sockets only to checked addresses."""
+
+    def __init__(self, *, allow_private: bool) -> None:
+        self.allow_private = allow_private
+
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[httpcore2.SOCKET_OPTION] | None = None,
+    ) -> httpcore2.NetworkStream:
+        addresses = resolve(host, port)
+        addresses_check(host, addresses, self.allow_private)
+        return super().connect_tcp(
+            addresses[0], port, timeout, local_address, socket_options
+        )
+
+
+def guarded_transport(*, allow_private: bool) -> httpx2.HTTPTransport:
+    """An httpx transport whose every connection goes through ``GuardedBackend``
+    (no proxy from the environment: it would be the one checked)."""
+    transport = httpx2.HTTPTransport(trust_env=False, retries=0)
+    # HTTPTransport has no parameter for the network backend; its pool is rebuilt
+    # with the same defaults and the guarded backend.
+    transport._pool = httpcore2.ConnectionPool(  # noqa: SLF001
+        ssl_context=transport._pool._ssl_context,  # noqa: SLF001
+        max_connections=100,
+        max_keepalive_connections=20,
+        keepalive_expiry=5.0,
+        network_backend=GuardedBackend(allow_private=allow_private),
+    )
+    return transport

@@ -1,0 +1,171 @@
+"""A small web site on loopback for crawler tests: a threaded HTTP server with
+routes, redirects, robots.txt, sitemaps, ETags and scripted failures, which logs
+every request it gets."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from email.utils import formatdate
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+HTML = "text/html; charset=utf-8"
+
+
+@dataclass
+class Route:
+    body: bytes = b""
+    status: int = 200
+    content_type: str = HTML
+    headers: dict[str, str] = field(default_factory=dict)
+    etag: str = ""
+    last_modified: float | None = None  # a Unix time
+    # Statuses answered first, one per request, before the route itself.
+    first: list[int] = field(default_factory=list)
+    # The request waits until the site's ``release`` is set.
+    hold: bool = False
+
+
+@dataclass
+class Hit:
+    path: str
+    headers: dict[str, str]
+    at: float = field(default_factory=time.monotonic)
+
+
+def page(title: str, body: str = "", links: Sequence[str] = (), head: str = "") -> str:
+    anchors = "".join(f'<li><a href="{href}">{href}</a></li>' for href in links)
+    return (
+        f"<html><head><title>{title}</title>{head}</head><body>"
+        f"<nav><ul>{anchors}</ul></nav><main><h1>{title}</h1><p>{body}</p>"
+        "</main></body></html>"
+    )
+
+
+class FakeSite:
+    """``with FakeSite() as site: site.add("/docs/", page("Docs"))``."""
+
+    def __init__(self, host: str = "127.0.0.1") -> None:
+        self.host = host
+        self.routes: dict[str, Route] = {}
+        self.hits: list[Hit] = []
+        self.lock = threading.Lock()
+        self.server: ThreadingHTTPServer | None = None
+        self.held = threading.Event()  # a held request arrived
+        self.release = threading.Event()
+
+    # -- content -----------------------------------------------------------------
+
+    def add(self, path: str, body: str | bytes, **route: object) -> Route:
+        data = body.encode() if isinstance(body, str) else body
+        self.routes[path] = Route(body=data, **route)  # type: ignore[arg-type]
+        return self.routes[path]
+
+    def redirect(self, path: str, to: str, status: int = 301) -> None:
+        self.routes[path] = Route(status=status, headers={"Location": to})
+
+    def robots(self, text: str) -> None:
+        self.add("/robots.txt", text, content_type="text/plain")
+
+    def url(self, path: str = "/") -> str:
+        return f"http://{self.host}:{self.port}{path}"
+
+    @property
+    def port(self) -> int:
+        assert self.server is not None
+        return self.server.server_address[1]
+
+    def requested(self, path: str) -> int:
+        """How many requests reached ``path`` (query included)."""
+        with self.lock:
+            return sum(1 for hit in self.hits if hit.path == path)
+
+    def paths(self) -> list[str]:
+        with self.lock:
+            return [hit.path for hit in self.hits]
+
+    # -- serving -----------------------------------------------------------------
+
+    def __enter__(self) -> FakeSite:
+        site = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 (the stdlib's name)
+                with site.lock:
+                    site.hits.append(Hit(self.path, dict(self.headers.items())))
+                site.answer(self)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer((self.host, 0), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self.server is not None
+        self.server.shutdown()
+        self.server.server_close()
+
+    def answer(self, handler: BaseHTTPRequestHandler) -> None:
+        route = self.routes.get(handler.path) or self.routes.get(
+            handler.path.split("?", 1)[0]
+        )
+        if route is None:
+            return self._send(
+                handler, 404, {"Content-Type": HTML}, b"<h1>Not found</h1>"
+            )
+        if route.hold:
+            self.held.set()
+            self.release.wait(60)
+        if route.first:
+            status = route.first.pop(0)
+            return self._send(handler, status, {"Retry-After": "0"}, b"busy")
+        headers = {"Content-Type": route.content_type, **route.headers}
+        if route.etag:
+            headers["ETag"] = route.etag
+        if route.last_modified is not None:
+            headers["Last-Modified"] = formatdate(route.last_modified, usegmt=True)
+        if route.status == 200 and self._not_modified(handler, route):
+            return self._send(handler, 304, headers, b"")
+        self._send(handler, route.status, headers, route.body)
+
+    def _not_modified(self, handler: BaseHTTPRequestHandler, route: Route) -> bool:
+        match = handler.headers.get("If-None-Match")
+        if route.etag and match:
+            return route.etag in [tag.strip() for tag in match.split(",")]
+        since = handler.headers.get("If-Modified-Since")
+        if route.last_modified is not None and since:
+            return since == formatdate(route.last_modified, usegmt=True)
+        return False
+
+    def _send(
+        self,
+        handler: BaseHTTPRequestHandler,
+        status: int,
+        headers: dict[str, str],
+        body: bytes,
+    ) -> None:
+        handler.send_response(status)
+        for name, value in headers.items():
+            handler.send_header(name, value)
+        if status != 304:
+            handler.send_header("Content-Length", str(len(body)))
+        handler.end_headers()
+        if status != 304:
+            handler.wfile.write(body)
+
+
+def sitemap_xml(urls: list[str], *, index: bool = False) -> str:
+    tag, item = ("sitemapindex", "sitemap") if index else ("urlset", "url")
+    entries = "".join(
+        f"<{item}><loc>{url}</loc><lastmod>2026-11-01</lastmod></{item}>"
+        for url in urls
+    )
+    return (
+        '<?xml version="1.0" encoding="UTF-8"?>'
+        f'<{tag} xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{entries}</{tag}>'
+    )
