@@ -117,6 +117,7 @@ class CrawlAdminTests(TestCase):
             "recrawl_every": "7 00:00:00", "max_pages": "100",
             "crawlbase_format": "html", "adaptive_recrawl": "on",
             "recrawl_min": "01:00:00", "recrawl_max": "30 00:00:00",
+            "max_depth": "10",
         } | fields  # fmt: skip
         response = self.client.post(
             reverse("admin:sources_source_add"), data, follow=True
@@ -164,7 +165,7 @@ class CrawlAdminTests(TestCase):
 
         response = self.client.post(
             reverse("admin:sources_source_changelist"),
-            {"action": "push_now", "_selected_action": [source.pk]},
+            {"action": "crawl_now", "_selected_action": [source.pk]},
             follow=True,
         )
         assert b"2 queued for Crawlbase" in response.content
@@ -172,7 +173,7 @@ class CrawlAdminTests(TestCase):
         page = source.pages.first()
         response = self.client.post(
             reverse("admin:sources_page_changelist"),
-            {"action": "push_now", "_selected_action": [page.pk]},
+            {"action": "crawl_now", "_selected_action": [page.pk]},
             follow=True,
         )
         assert b"1 skipped (in flight)" in response.content

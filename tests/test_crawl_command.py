@@ -110,6 +110,10 @@ class AdminStartsCrawlsTests(CrawlWorld):
             "recrawl_every": "7 00:00:00",
             "max_pages": "100",
             "max_depth": "3",
+            "crawlbase_format": "html",
+            "adaptive_recrawl": "on",
+            "recrawl_min": "01:00:00",
+            "recrawl_max": "30 00:00:00",
         }
 
         with self.captureOnCommitCallbacks(execute=True):
