@@ -17,9 +17,15 @@ from ingest import wire
 from ingest.content import Content, EmptyContent
 from ingest.discovery import source_links_push
 from ingest.models import Delivery
-from ingest.pipeline import content_embed, page_keep_body, page_lock, source_content
+from ingest.pipeline import (
+    content_embed,
+    page_keep_body,
+    page_lock,
+    source_content,
+    source_restrip,
+)
 from ingest.queueing import delivery_retry_later
-from ingest.rederive import source_boilerplate_catch_up
+from ingest.rederive import page_reread, source_boilerplate_catch_up
 from retrieval.services import page_chunks_replace
 from sources.models import Page, PageVersion, Push
 from sources.scope import source_covers, source_for_url
@@ -132,6 +138,11 @@ def _apply_content(
             return Outcome.SKIPPED
         if locked.is_live and locked.content_hash == content.digest:
             return _verified(delivery, locked, pushed, content)
+        if locked.is_live and _only_boilerplate_differs(locked, content):
+            page_chunks_replace(page=locked, drafts=drafts)
+            page_reread(page=locked, content=content)
+            note = "the page read again: boilerplate learned since its last crawl"
+            return _verified(delivery, locked, pushed, content, note)
         kind = (
             PageVersion.Kind.RESTORED if locked.deleted_at else PageVersion.Kind.CHANGED
         )
@@ -150,6 +161,7 @@ def _apply_content(
             kind=kind,
             content_hash=content.digest,
             markdown=content.markdown,
+            recorded_at=delivery.received_at,
         )
         _redirect(pushed, locked, delivery)
         note = f"{report.embedded} new chunk texts, {report.reused} reused"
@@ -167,13 +179,25 @@ def _apply_unchanged(
 
 
 def _verified(
-    delivery: Delivery, page: Page, pushed: Page | None, content: Content
+    delivery: Delivery,
+    page: Page,
+    pushed: Page | None,
+    content: Content,
+    note: str = "",
 ) -> Outcome:
     page_keep_body(page=page, content=content)
     page.mark_verified(at=delivery.received_at, crawled_at=delivery.crawled_at)
     page.save()
     _redirect(pushed, page, delivery)
-    return _finish(delivery, page, Outcome.UNCHANGED)
+    return _finish(delivery, page, Outcome.UNCHANGED, note)
+
+
+def _only_boilerplate_differs(page: Page, content: Content) -> bool:
+    """The page's Markdown, read under the source's current rules, is the new
+    content: the lines that differ were learned as boilerplate (or matched a pattern
+    added) after the page was last read, before its re-derivation came round."""
+    restripped = source_restrip(source=page.source, markdown=page.markdown)
+    return restripped == content.markdown
 
 
 def _apply_gone(delivery: Delivery, page: Page) -> Outcome:
@@ -185,7 +209,9 @@ def _apply_gone(delivery: Delivery, page: Page) -> Outcome:
             page_chunks_replace(page=locked, drafts=[])
             page_shapes_record(page=locked, shapes={})
             delivery.version = PageVersion.objects.create(
-                page=locked, kind=PageVersion.Kind.DELETED
+                page=locked,
+                kind=PageVersion.Kind.DELETED,
+                recorded_at=delivery.received_at,
             )
         locked.mark_gone(
             at=delivery.received_at,
