@@ -8,6 +8,7 @@ under its row lock, and only while the delivery is still this run's to finish.
 from __future__ import annotations
 
 import logging
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.db import transaction
@@ -27,7 +28,7 @@ from ingest.pipeline import (
 from ingest.queueing import delivery_retry_later
 from ingest.rederive import page_reread, source_boilerplate_catch_up
 from retrieval.services import page_chunks_replace
-from sources.models import Page, PageVersion, Push
+from sources.models import Page, PageVersion, Push, Source
 from sources.scope import source_covers, source_for_url
 from sources.services import page_shapes_record
 
@@ -71,7 +72,7 @@ def delivery_process(*, delivery_id: int) -> Outcome | Delivery.State | None:
 def _process(delivery: Delivery) -> Outcome:
     page, pushed = _resolve_page(delivery)
     if page is None:
-        return _finish(delivery, None, Outcome.REJECTED, "no source covers this URL")
+        return _finish(delivery, None, Outcome.OUT_OF_SCOPE, _uncovered(delivery.url))
     if not source_covers(page.source, delivery.url):
         note = f"out of the scope of source {page.source} (its deny or allow patterns)"
         return _finish(delivery, None, Outcome.REJECTED, note)
@@ -103,6 +104,16 @@ def _resolve_page(delivery: Delivery) -> tuple[Page | None, Page | None]:
         return None, None
     page, _ = Page.objects.get_or_create(url=delivery.url, defaults={"source": source})
     return page, pushed
+
+
+def _uncovered(url: str) -> str:
+    """Why no source takes the URL, for the editor who may add one (its body is kept
+    REJECTED_BODY_KEEP_DAYS days, to be re-queued then)."""
+    host = urlsplit(url).hostname
+    for source in Source.objects.only("seed_urls"):
+        if any(urlsplit(seed).hostname == host for seed in source.seeds):
+            return "no source covers this URL (the sources of its host leave it out)"
+    return "no source covers this host"
 
 
 def _check_crawl_succeeded(delivery: Delivery) -> None:

@@ -211,6 +211,10 @@ RECRAWL_SCHEDULE_MINUTES = env_int("RECRAWL_SCHEDULE_MINUTES", 5, minimum=1)
 # the admin, e.g. https://kb.example.com
 PUBLIC_URL = env_str("PUBLIC_URL", f"http://127.0.0.1:{PORT}").rstrip("/")
 
+# Days the body of a delivery no source covers is kept, so that it can be re-queued
+# from the admin once a source covers its URL.
+REJECTED_BODY_KEEP_DAYS = env_int("REJECTED_BODY_KEEP_DAYS", 14, minimum=0)
+
 # A line shape (digits masked) on at least this many pages, and this percentage of a
 # source's live pages, is boilerplate and is stripped before hashing and chunking.
 BOILERPLATE_MIN_PAGES = env_int("BOILERPLATE_MIN_PAGES", 10, minimum=2)
