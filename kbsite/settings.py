@@ -46,7 +46,7 @@ PORT = env_int("PORT", 8000, minimum=1, maximum=65535)
 WEB_CONCURRENCY = env_int("WEB_CONCURRENCY", os.cpu_count() or 2, minimum=1)
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    "kbsite.admin_site.AdminConfig",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -242,6 +242,11 @@ RELEVANCE_FLOOR = env_float(
     {"hashing": 0.16, "local": 0.35, "openai": 0.3}[EMBEDDING_BACKEND],
     minimum=0.0,
     maximum=1.0,
+)
+# Price of a million embedding tokens (e.g. 0.02 for text-embedding-3-small): the
+# admin turns tokens into money with it. 0 shows tokens only.
+EMBEDDING_COST_PER_MILLION_TOKENS = env_float(
+    "EMBEDDING_COST_PER_MILLION_TOKENS", 0.0, minimum=0.0, maximum=1_000_000.0
 )
 SEARCH_CHUNKS_PER_PAGE = env_int("SEARCH_CHUNKS_PER_PAGE", 2, minimum=1)
 OPENAI_API_KEY = env_secret("OPENAI_API_KEY")
