@@ -48,6 +48,7 @@ class KnowledgeBaseAdminSite(admin.AdminSite):
     site_header = "Knowledge base"
     site_title = "Knowledge base admin"
     index_title = "Sources, pages and the index"
+    index_template = "admin/kb_index.html"
 
     def register(
         self,
