@@ -15,7 +15,7 @@ from django.template.response import TemplateResponse
 from django.utils import timezone
 
 from ingest import stats
-from kbsite.admin_utils import number, tokens_cost
+from kbsite.admin_utils import ago, number, tokens_cost
 from kbsite.charts import Series, grouped_bars, horizontal_bars, stacked_bars
 
 DAY_CHOICES = [7, 14, 30, 90]
@@ -56,7 +56,10 @@ def dashboard(request: HttpRequest) -> HttpResponse:
         "price": settings.EMBEDDING_COST_PER_MILLION_TOKENS,
         **_deliveries(since=since, now=now),
         **_freshness(now=now),
-        "oldest": stats.pages_oldest_unverified(),
+        "oldest": [
+            (page, ago(page.last_verified_at), ago(page.next_crawl_at, empty="—"))
+            for page in stats.pages_oldest_unverified()
+        ],
         "failing": stats.sources_failing(now=now),
         "sources": [_source_row(source) for source in stats.sources_tokens(now=now)],
     }
@@ -134,7 +137,9 @@ def _freshness(*, now: Any) -> dict[str, Any]:
     return {
         "freshness": fresh,
         "freshness_chart": horizontal_bars(
-            rows=rows, title="Live pages by the age of their last verification"
+            rows=rows,
+            title="Live pages by the age of their last verification",
+            width=900,
         ),
     }
 

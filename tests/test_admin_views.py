@@ -195,7 +195,7 @@ class DashboardTests(AdminWorld):
         fresh = response.context["freshness"]
         assert (fresh.live, fresh.stale) == (1, 1)
         assert dict(fresh.buckets)["7–30 days"] == 1
-        assert list(response.context["oldest"]) == [self.page]
+        assert [page for page, _, _ in response.context["oldest"]] == [self.page]
         (failing,) = response.context["failing"]
         assert failing.failing == 1 and failing.failed_week == 1
 
