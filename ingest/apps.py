@@ -18,6 +18,10 @@ def _ensure_schedules(sender: AppConfig, **kwargs: Any) -> None:
                 "ingest.tasks.deliveries_requeue_stalled_task",
                 10,
             ),
+            "ingest: drop kept bodies of out-of-scope deliveries": (
+                "ingest.tasks.deliveries_bodies_expire_task",
+                60,
+            ),
             "ingest: refresh learned boilerplate": (
                 "ingest.tasks.sources_boilerplate_refresh_task",
                 10,

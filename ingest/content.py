@@ -59,3 +59,11 @@ def content_derive(
         raw_body=raw if raw[:2] == wire.GZIP_MAGIC else gzip.compress(raw),
         content_type=content_type,
     )
+
+
+def markdown_restrip(
+    markdown: str, *, common: set[int], patterns: list[re.Pattern]
+) -> str:
+    """Markdown derived under older rules, read under these: the same as deriving
+    its body again when the rules only grew (stripping is per line)."""
+    return normalize(boilerplate.strip(markdown, common=common, patterns=patterns))

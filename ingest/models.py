@@ -37,8 +37,21 @@ class DeliveryQuerySet(models.QuerySet["Delivery"]):
         return self.filter(state=Delivery.State.FAILED)
 
     def requeueable(self) -> DeliveryQuerySet:
-        """Not finished, and the body is still there to process."""
-        return self.exclude(state=Delivery.State.DONE).exclude(body=None)
+        """Not finished (or out of scope, waiting for a source), and the body is
+        still there to process."""
+        return self.filter(REQUEUEABLE)
+
+    def bodies_expired(self, *, now: datetime) -> DeliveryQuerySet:
+        """Out-of-scope deliveries whose body was kept for REJECTED_BODY_KEEP_DAYS."""
+        kept_since = now - timedelta(days=settings.REJECTED_BODY_KEEP_DAYS)
+        return self.filter(
+            outcome=Delivery.Outcome.OUT_OF_SCOPE, processed_at__lt=kept_since
+        ).exclude(body=None)
+
+
+# Not finished, or finished out of scope (a source may cover it now); and the body
+# is still there to process.
+REQUEUEABLE = (~Q(state="done") | Q(outcome="out_of_scope")) & ~Q(body=None)
 
 
 class Delivery(models.Model):
@@ -57,6 +70,7 @@ class Delivery(models.Model):
         DELETED = "deleted", "Deleted (tombstoned)"
         SKIPPED = "skipped", "Skipped (crawler or site failure)"
         REJECTED = "rejected", "Rejected (bad input)"
+        OUT_OF_SCOPE = "out_of_scope", "Out of scope (no source covers it)"
         FAILED = "failed", "Failed"
 
     rid = models.CharField(
@@ -89,7 +103,10 @@ class Delivery(models.Model):
         related_name="+",
     )
     body = models.BinaryField(
-        null=True, editable=False, help_text="Raw body, kept until processed."
+        null=True,
+        editable=False,
+        help_text="Raw body, kept until processed (out of scope: kept "
+        "REJECTED_BODY_KEEP_DAYS days, to be re-queued once a source covers it).",
     )
     body_bytes = models.PositiveIntegerField(default=0)
     received_at = models.DateTimeField(default=timezone.now)
@@ -172,7 +189,9 @@ class Delivery(models.Model):
 
     def mark_done(self, *, outcome: str, note: str = "", page_id: int | None) -> bool:
         """The outcome is recorded and the raw body dropped (the page keeps its
-        Markdown). False if another run of this delivery finished it first."""
+        Markdown), except out of scope: a source may be added for it. False if
+        another run of this delivery finished it first."""
+        body = {} if outcome == self.Outcome.OUT_OF_SCOPE else {"body": None}
         return self._move(
             Q(state=self.State.PROCESSING),
             state=self.State.DONE,
@@ -180,9 +199,9 @@ class Delivery(models.Model):
             error=note,
             processed_at=timezone.now(),
             next_attempt_at=None,
-            body=None,
             page_id=page_id,
             version_id=self.version_id,
+            **body,
         )
 
     def mark_retry(self, *, error: str, at: datetime) -> bool:
@@ -209,7 +228,7 @@ class Delivery(models.Model):
     def mark_requeued(self) -> bool:
         """Queued again with a fresh budget of attempts (an editor's re-queue)."""
         return self._move(
-            ~Q(state=self.State.DONE) & ~Q(body=None),
+            REQUEUEABLE,
             state=self.State.QUEUED,
             attempts=0,
             error="",

@@ -7,7 +7,7 @@ from django.conf import settings
 from django.db.models import F
 
 from ingest import similarity
-from ingest.content import Content, content_derive
+from ingest.content import Content, content_derive, markdown_restrip
 from ingest.extract import EXTRACTOR_VERSION
 from ingest.models import Delivery
 from retrieval.chunking import ChunkDraft, chunk_markdown, embed_texts
@@ -27,6 +27,15 @@ def source_content(*, source: Source, raw: bytes, content_type: str) -> Content:
         common=set(source.common_shapes),
         patterns=source.boilerplate_regexes,
         limit=settings.WEBHOOK_MAX_BODY_BYTES,
+    )
+
+
+def source_restrip(*, source: Source, markdown: str) -> str:
+    """Stored Markdown under the source's current boilerplate rules."""
+    return markdown_restrip(
+        markdown,
+        common=set(source.common_shapes),
+        patterns=source.boilerplate_regexes,
     )
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import traceback
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.db import transaction
@@ -37,11 +38,12 @@ from ingest.pipeline import (
     page_lock,
     page_similarity_record,
     source_content,
+    source_restrip,
 )
 from ingest.queueing import delivery_retry_later, error_summary
-from ingest.rederive import source_boilerplate_catch_up
+from ingest.rederive import page_reread, source_boilerplate_catch_up
 from retrieval.services import page_chunks_replace
-from sources.models import Page, PageVersion, Push
+from sources.models import Page, PageVersion, Push, Source
 from sources.scope import source_covers, source_for_url
 from sources.services import page_shapes_record
 
@@ -102,7 +104,7 @@ def delivery_process(*, delivery_id: int) -> Outcome | Delivery.State | None:
 def _process(delivery: Delivery) -> Outcome:
     page, pushed = _resolve_page(delivery)
     if page is None:
-        return _finish(delivery, None, Outcome.REJECTED, "no source covers this URL")
+        return _finish(delivery, None, Outcome.OUT_OF_SCOPE, _uncovered(delivery.url))
     if not source_covers(page.source, delivery.url):
         note = f"out of the scope of source {page.source} (its deny or allow patterns)"
         return _finish(delivery, None, Outcome.REJECTED, note)
@@ -136,6 +138,16 @@ def _resolve_page(delivery: Delivery) -> tuple[Page | None, Page | None]:
         return None, None
     page, _ = Page.objects.get_or_create(url=delivery.url, defaults={"source": source})
     return page, pushed
+
+
+def _uncovered(url: str) -> str:
+    """Why no source takes the URL, for the editor who may add one (its body is kept
+    REJECTED_BODY_KEEP_DAYS days, to be re-queued then)."""
+    host = urlsplit(url).hostname
+    for source in Source.objects.only("seed_urls"):
+        if any(urlsplit(seed).hostname == host for seed in source.seeds):
+            return "no source covers this URL (the sources of its host leave it out)"
+    return "no source covers this host"
 
 
 def _check_crawl_succeeded(delivery: Delivery) -> None:
@@ -193,6 +205,11 @@ def _apply_content(
             return Outcome.SKIPPED
         if locked.is_live and locked.content_hash == content.digest:
             return _verified(delivery, locked, pushed, content)
+        if locked.is_live and _only_boilerplate_differs(locked, content):
+            page_chunks_replace(page=locked, drafts=drafts)
+            page_reread(page=locked, content=content)
+            note = "the page read again: boilerplate learned since its last crawl"
+            return _verified(delivery, locked, pushed, content, note)
         kind = (
             PageVersion.Kind.RESTORED if locked.deleted_at else PageVersion.Kind.CHANGED
         )
@@ -213,6 +230,7 @@ def _apply_content(
             kind=kind,
             content_hash=content.digest,
             markdown=content.markdown,
+            recorded_at=delivery.received_at,
         )
         _redirect(pushed, locked, delivery)
         note = f"{report.embedded} new chunk texts, {report.reused} reused"
@@ -230,14 +248,26 @@ def _apply_unchanged(
 
 
 def _verified(
-    delivery: Delivery, page: Page, pushed: Page | None, content: Content
+    delivery: Delivery,
+    page: Page,
+    pushed: Page | None,
+    content: Content,
+    note: str = "",
 ) -> Outcome:
     page_keep_body(page=page, content=content)
     page.mark_verified(at=delivery.received_at, crawled_at=delivery.crawled_at)
     _validators_keep(delivery, page)
     page.save()
     _redirect(pushed, page, delivery)
-    return _finish(delivery, page, Outcome.UNCHANGED)
+    return _finish(delivery, page, Outcome.UNCHANGED, note)
+
+
+def _only_boilerplate_differs(page: Page, content: Content) -> bool:
+    """The page's Markdown, read under the source's current rules, is the new
+    content: the lines that differ were learned as boilerplate (or matched a pattern
+    added) after the page was last read, before its re-derivation came round."""
+    restripped = source_restrip(source=page.source, markdown=page.markdown)
+    return restripped == content.markdown
 
 
 def _original_of(page: Page, content: Content) -> Page | None:
@@ -302,7 +332,9 @@ def _apply_gone(delivery: Delivery, page: Page) -> Outcome:
             page_chunks_replace(page=locked, drafts=[])
             page_shapes_record(page=locked, shapes={})
             delivery.version = PageVersion.objects.create(
-                page=locked, kind=PageVersion.Kind.DELETED
+                page=locked,
+                kind=PageVersion.Kind.DELETED,
+                recorded_at=delivery.received_at,
             )
         locked.mark_gone(
             at=delivery.received_at,

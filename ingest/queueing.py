@@ -17,6 +17,7 @@ from django_q.tasks import async_task, schedule
 from ingest import wire
 from ingest.models import Delivery
 from sources.models import Push
+from sources.scope import source_for_url
 
 logger = logging.getLogger(__name__)
 
@@ -80,7 +81,11 @@ def delivery_enqueue(*, delivery_id: int, rid: str) -> None:
 
 
 def delivery_requeue(*, delivery: Delivery) -> bool:
-    """Put a failed (or stuck) delivery back on the queue, with fresh attempts."""
+    """Put a failed (or stuck) delivery back on the queue, with fresh attempts; or
+    one that was out of scope, once a source covers its URL."""
+    out_of_scope = delivery.outcome == Delivery.Outcome.OUT_OF_SCOPE
+    if out_of_scope and source_for_url(delivery.url) is None:
+        return False
     with transaction.atomic():
         if not delivery.mark_requeued():
             return False
@@ -142,6 +147,12 @@ def delivery_retry_later(*, delivery: Delivery, error: str) -> Delivery.State:
         else:
             delivery_enqueue(delivery_id=delivery.pk, rid=delivery.rid)
     return Delivery.State.QUEUED
+
+
+def deliveries_bodies_expire() -> int:
+    """Drop the bodies of out-of-scope deliveries kept long enough; how many."""
+    expired = Delivery.objects.bodies_expired(now=timezone.now())
+    return expired.update(body=None)
 
 
 def deliveries_requeue_stalled() -> int:

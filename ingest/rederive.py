@@ -1,25 +1,37 @@
 """Deriving pages again from their stored bodies when the rules that read them
-change (the boilerplate learned for their source), without crawling."""
+change (the boilerplate learned for their source), without crawling.
+
+A new reading of the same body is not a change of the site: it records no version
+and moves no freshness date. The page's latest version takes the new reading, and
+a version whose only difference from the one before was lines now known as
+boilerplate (a new footer on every page, counted as content until enough pages
+carried it) is dropped, with ``last_changed_at`` back at the change that remains.
+"""
 
 from __future__ import annotations
 
 from django.db import transaction
+from django.db.models import F, Value
+from django.db.models.functions import Concat
 from django_q.tasks import async_task
 
 from ingest import wire
-from ingest.content import EmptyContent
+from ingest.content import Content, EmptyContent
 from ingest.extract import EXTRACTOR_VERSION
+from ingest.models import Delivery
 from ingest.pipeline import (
     content_embed,
     page_lock,
     page_similarity_record,
     source_content,
+    source_restrip,
 )
 from retrieval.services import page_chunks_replace
 from sources.models import Page, PageVersion, Source
 from sources.services import source_boilerplate_refresh
 
 TASK = "ingest.tasks.source_pages_rederive_task"
+Kind = PageVersion.Kind
 
 
 def source_boilerplate_catch_up(*, source: Source) -> bool:
@@ -69,16 +81,36 @@ def page_rederive(*, page: Page) -> bool:
         if locked.last_crawled_at != seen or not locked.is_live:
             return False
         page_chunks_replace(page=locked, drafts=drafts)
-        locked.mark_rederived(
-            title=content.title, markdown=content.markdown, digest=content.digest
-        )
-        locked.extractor_version = EXTRACTOR_VERSION
+        page_reread(page=locked, content=content)
         page_similarity_record(page=locked)
         locked.save()
-        PageVersion.objects.create(
-            page=locked,
-            kind=PageVersion.Kind.CHANGED,
-            content_hash=content.digest,
-            markdown=content.markdown,
-        )
     return True
+
+
+def page_reread(*, page: Page, content: Content) -> None:
+    """Give the page a new reading of its body and bring its history in line (see
+    the module's docstring). Call inside the transaction that saves the page."""
+    page.mark_rederived(
+        title=content.title, markdown=content.markdown, digest=content.digest
+    )
+    page.extractor_version = EXTRACTOR_VERSION
+    history = page.versions.order_by("-recorded_at", "-pk").iterator(chunk_size=4)
+    latest = next(history, None)
+    if latest is None:
+        return
+    for older in history:
+        if latest.kind != Kind.CHANGED or older.kind == Kind.DELETED:
+            break
+        if source_restrip(source=page.source, markdown=older.markdown) != (
+            content.markdown
+        ):
+            break
+        Delivery.objects.filter(version=latest).update(
+            error=Concat(F("error"), Value("; only boilerplate, learned later"))
+        )
+        latest.delete()
+        latest = older
+        page.last_changed_at = older.recorded_at
+    latest.markdown = content.markdown
+    latest.content_hash = content.digest
+    latest.save(update_fields=["markdown", "content_hash"])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ingest.crawl.services import crawl_work, crawls_resume
 from ingest.process import delivery_process
-from ingest.queueing import deliveries_requeue_stalled
+from ingest.queueing import deliveries_bodies_expire, deliveries_requeue_stalled
 from ingest.recrawl import recrawl_due
 from ingest.rederive import source_pages_rederive, sources_boilerplate_refresh
 from sources.models import Source
@@ -17,6 +17,10 @@ def delivery_process_task(delivery_id: int) -> str | None:
 
 def deliveries_requeue_stalled_task() -> int:
     return deliveries_requeue_stalled()
+
+
+def deliveries_bodies_expire_task() -> int:
+    return deliveries_bodies_expire()
 
 
 def source_pages_rederive_task(source_id: int, shapes: list[int]) -> int:

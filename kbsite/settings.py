@@ -53,7 +53,7 @@ WEB_BODY_TIMEOUT = env_int("WEB_BODY_TIMEOUT", 30, minimum=1)
 WORKER_NICE = env_int("WORKER_NICE", 10, minimum=0, maximum=19)
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    "kbsite.admin_site.AdminConfig",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -260,6 +260,9 @@ if CRAWL_MAX_BODY_BYTES > WEBHOOK_MAX_BODY_BYTES:
 NSTPROXY_API_KEY = env_secret("NSTPROXY_API_KEY")
 NSTPROXY_API_URL = env_str("NSTPROXY_API_URL", "https://api.nstproxy.com")
 NSTPROXY_TIMEOUT = env_int("NSTPROXY_TIMEOUT", 90, minimum=1)
+# Days the body of a delivery no source covers is kept, so that it can be re-queued
+# from the admin once a source covers its URL.
+REJECTED_BODY_KEEP_DAYS = env_int("REJECTED_BODY_KEEP_DAYS", 14, minimum=0)
 
 # A line shape (digits masked) on at least this many pages, and this percentage of a
 # source's live pages, is boilerplate and is stripped before hashing and chunking.
@@ -288,6 +291,11 @@ RELEVANCE_FLOOR = env_float(
     {"hashing": 0.16, "local": 0.35, "openai": 0.3}[EMBEDDING_BACKEND],
     minimum=0.0,
     maximum=1.0,
+)
+# Price of a million embedding tokens (e.g. 0.02 for text-embedding-3-small): the
+# admin turns tokens into money with it. 0 shows tokens only.
+EMBEDDING_COST_PER_MILLION_TOKENS = env_float(
+    "EMBEDDING_COST_PER_MILLION_TOKENS", 0.0, minimum=0.0, maximum=1_000_000.0
 )
 SEARCH_CHUNKS_PER_PAGE = env_int("SEARCH_CHUNKS_PER_PAGE", 2, minimum=1)
 OPENAI_API_KEY = env_secret("OPENAI_API_KEY")

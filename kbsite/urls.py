@@ -3,17 +3,15 @@ from django.contrib.auth.views import LoginView, LogoutView
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from ingest.dashboard import dashboard
 from kbsite.views import healthz
 from retrieval.views import ask
-
-admin.site.site_header = "Knowledge base"
-admin.site.site_title = "Knowledge base admin"
-admin.site.index_title = "Sources, pages and the index"
 
 urlpatterns = [
     path("", ask, name="ask"),
     path("accounts/login/", LoginView.as_view(), name="login"),
     path("accounts/logout/", LogoutView.as_view(), name="logout"),
+    path("admin/dashboard/", admin.site.admin_view(dashboard), name="admin-dashboard"),
     path("admin/", admin.site.urls),
     path("api/", include("retrieval.urls")),
     path("api/", include("ingest.api_urls")),

@@ -3,25 +3,47 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin
-from django.db.models import Func, IntegerField
+from django.db.models import Func, IntegerField, Sum
+from django.http import HttpRequest, HttpResponse
+from django.urls import reverse
+from django.utils.html import format_html, format_html_join
 
-from kbsite.admin_utils import ReadOnlyAdmin, hash_column
+from kbsite.admin_utils import (
+    ReadOnlyAdmin,
+    hash_column,
+    number,
+    title_and_path,
+    tokens_cost,
+)
 from retrieval.models import Chunk, Embedding, EmbeddingUsage, QueryLog
+from sources.models import Source
 
 
 @admin.register(Chunk)
 class ChunkAdmin(ReadOnlyAdmin):
-    list_display = ["page", "position", "heading", "token_count", "hash"]
+    menu_order = 1
+    list_display = ["page_title", "position", "heading", "tokens", "hash"]
     search_fields = ["heading", "page__url", "=embed_hash"]
     list_filter = ["page__status", "page__source"]
     list_select_related = ["page"]
+    list_defer = ["text", "page__markdown", "page__raw_body", "page__line_shapes"]
+    exclude = ["search_document"]
 
     hash = hash_column("embed_hash", "embedded text hash")
+
+    @admin.display(description="page", ordering="page__title")
+    def page_title(self, obj: Chunk) -> str:
+        return title_and_path(obj.page.title, obj.page.url)
+
+    @admin.display(description="tokens", ordering="token_count")
+    def tokens(self, obj: Chunk) -> str:
+        return number(obj.token_count)
 
 
 @admin.register(Embedding)
 class EmbeddingAdmin(ReadOnlyAdmin):
-    list_display = ["space", "hash", "dimensions", "token_count", "created_at"]
+    menu_order = 2
+    list_display = ["space", "hash", "dimensions", "tokens", "created_at"]
     list_filter = ["space"]
     search_fields = ["=text_hash"]
     exclude = ["vector"]
@@ -39,19 +61,99 @@ class EmbeddingAdmin(ReadOnlyAdmin):
     def dimensions(self, obj: Any) -> int:
         return obj._dims
 
+    @admin.display(description="tokens", ordering="token_count")
+    def tokens(self, obj: Embedding) -> str:
+        return number(obj.token_count)
+
 
 @admin.register(EmbeddingUsage)
 class EmbeddingUsageAdmin(ReadOnlyAdmin):
-    list_display = ["day", "space", "requests", "inputs", "tokens"]
+    """What embedding cost, per day and space; per source below the list."""
+
+    menu_order = 3
+    list_display = ["day", "space", "request_count", "input_count", "token_count",
+                    "cost"]  # fmt: skip
     list_filter = ["space"]
     date_hierarchy = "day"
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        sources = Source.objects.annotate(tokens=Sum("pages__embedding_tokens"))
+        rows = [
+            (source.name, number(source.tokens or 0), tokens_cost(source.tokens or 0))
+            for source in sources.order_by("-tokens", "name")
+        ]
+        context = {**(extra_context or {}), "per_source": rows}
+        return super().changelist_view(request, context)
+
+    @admin.display(description="requests", ordering="requests")
+    def request_count(self, obj: EmbeddingUsage) -> str:
+        return number(obj.requests)
+
+    @admin.display(description="texts", ordering="inputs")
+    def input_count(self, obj: EmbeddingUsage) -> str:
+        return number(obj.inputs)
+
+    @admin.display(description="tokens", ordering="tokens")
+    def token_count(self, obj: EmbeddingUsage) -> str:
+        return number(obj.tokens)
+
+    @admin.display(description="cost")
+    def cost(self, obj: EmbeddingUsage) -> str:
+        return tokens_cost(obj.tokens) or "—"
 
 
 @admin.register(QueryLog)
 class QueryLogAdmin(ReadOnlyAdmin):
     """What people asked and what they got: the raw material for evaluation."""
 
-    list_display = ["created_at", "kind", "text", "user", "abstained", "latency_ms"]
+    menu_order = 4
+    list_display = ["created_at", "kind", "question", "result", "user", "latency_ms"]
     list_filter = ["kind", "abstained"]
     search_fields = ["text"]
     list_select_related = ["user"]
+    list_defer = ["answer", "scores"]
+    fields = ["created_at", "kind", "user", "text", "result", "answer", "chunks",
+              "latency_ms"]  # fmt: skip
+    readonly_fields = ["created_at", "result", "chunks"]
+
+    @admin.display(description="question or search", ordering="text")
+    def question(self, obj: QueryLog) -> str:
+        return obj.text if len(obj.text) <= 120 else obj.text[:119] + "…"
+
+    @admin.display(description="result", ordering="abstained")
+    def result(self, obj: QueryLog) -> str:
+        if obj.abstained:
+            return format_html(
+                '<span class="kb-badge kb-abstained">{}</span>',
+                "Abstained: no evidence in the index",
+            )
+        found = len(obj.chunk_ids)
+        if obj.kind == QueryLog.Kind.QUERY:
+            return f"Answered from {found} chunks"
+        return f"{found} chunks found"
+
+    @admin.display(description="chunks retrieved (score)")
+    def chunks(self, obj: QueryLog) -> str:
+        """Each chunk id, linked to the chunk while it still exists."""
+        if not obj.chunk_ids:
+            return "—"
+        existing = set(
+            Chunk.objects.filter(pk__in=obj.chunk_ids).values_list("pk", flat=True)
+        )
+        scores = [*obj.scores, *[None] * len(obj.chunk_ids)]
+        return format_html_join(
+            " · ",
+            "{}",
+            ((self._chunk_link(pk, pk in existing, scores[n]),)
+             for n, pk in enumerate(obj.chunk_ids)),
+        )  # fmt: skip
+
+    @staticmethod
+    def _chunk_link(pk: int, exists: bool, score: float | None) -> str:
+        shown = f"#{pk}" + (f" ({score:.3f})" if score is not None else "")
+        if not exists:
+            return format_html('<span title="{}">{}</span>', "replaced since", shown)
+        url = reverse("admin:retrieval_chunk_change", args=[pk])
+        return format_html('<a href="{}">{}</a>', url, shown)

@@ -206,6 +206,9 @@ class QueryLog(models.Model):
     chunk_ids = ArrayField(models.BigIntegerField(), default=list)
     scores = ArrayField(models.FloatField(), default=list)
     abstained = models.BooleanField(default=False)
+    answer = models.TextField(
+        blank=True, help_text="The answer given to a question; empty for a search."
+    )
     latency_ms = models.PositiveIntegerField()
     created_at = models.DateTimeField(auto_now_add=True)
 

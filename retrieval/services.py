@@ -210,7 +210,7 @@ def question_answer(
     ]
     answer = answer_compose(question=question, passages=passages)
     if log:
-        _log(QueryLog.Kind.QUERY, question, user, result, started)
+        _log(QueryLog.Kind.QUERY, question, user, result, started, answer.text)
     return QueryResult(
         answer=answer.text,
         abstained=result.abstained,
@@ -251,11 +251,17 @@ def _with_neighbour(chunk: Chunk, following: dict[tuple[int, int], Chunk]) -> st
 
 
 def _log(
-    kind: str, text: str, user: Caller, result: SearchResult, started: float
+    kind: str,
+    text: str,
+    user: Caller,
+    result: SearchResult,
+    started: float,
+    answer: str = "",
 ) -> None:
     QueryLog.objects.create(
         kind=kind,
         text=text[:5000],
+        answer=answer,
         user_id=user.pk if user is not None and user.is_authenticated else None,
         chunk_ids=result.chunk_ids,
         scores=[round(h.score, 6) for h in result.hits],

@@ -3,50 +3,139 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin
-from django.db.models import Count, Q
-from django.utils.html import format_html_join
+from django.core.exceptions import PermissionDenied
+from django.db import models
+from django.db.models import BooleanField, Count, F, Func, Q, QuerySet
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils import timezone
+from django.utils.html import format_html, format_html_join
 
-from kbsite.admin_utils import ReadOnlyAdmin, hash_column, short_hash
-from sources.models import LineShape, Page, PageVersion, Push, Source
+from kbsite.admin_utils import (
+    CappedPaginator,
+    ListDeferMixin,
+    ReadableDurationField,
+    ReadOnlyAdmin,
+    ago,
+    hash_column,
+    number,
+    readable_duration,
+    short_hash,
+    title_and_path,
+)
+from kbsite.textdiff import markdown_diff
+from sources.models import LineShape, Page, PageVersion, Push, Source, stale_condition
+
+DURATION_HELP = (
+    "How often pages are checked again, e.g. 7 days, 12 hours, 1 day 6 hours."
+)
+
+
+def durations_in_words(help_text: str) -> dict[Any, dict[str, Any]]:
+    return {
+        models.DurationField: {
+            "form_class": ReadableDurationField,
+            "help_text": help_text,
+        }
+    }
 
 
 @admin.register(Source)
 class SourceAdmin(admin.ModelAdmin):
-    list_display = [
-        "name",
-        "fetcher",
-        "page_count",
-        "live_count",
-        "recrawl_every",
-        "max_pages",
-    ]
+    menu_order = 1
+    list_display = ["name", "fetcher", "live_count", "failing_count", "stale_count",
+                    "interval"]  # fmt: skip
     list_filter = ["fetcher"]
     search_fields = ["name", "seed_urls", "sitemap_url"]
     filter_horizontal = ["allowed_groups"]
     readonly_fields = ["created_at", "updated_at"]
+    formfield_overrides = durations_in_words(DURATION_HELP)
 
-    def get_queryset(self, request):
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Source]:
+        live = Q(pages__status=Page.Status.LIVE)
         return (
             super()
             .get_queryset(request)
             .annotate(
                 _pages=Count("pages"),
-                _live=Count("pages", filter=Q(pages__status=Page.Status.LIVE)),
+                _live=Count("pages", filter=live),
+                _failing=Count("pages", filter=Q(pages__failure_count__gt=0)),
+                _stale=Count(
+                    "pages",
+                    filter=stale_condition(now=timezone.now(), prefix="pages__"),
+                ),
             )
         )
 
-    @admin.display(description="pages", ordering="_pages")
-    def page_count(self, obj: Any) -> int:
-        return obj._pages
+    @admin.display(description="live pages", ordering="_live")
+    def live_count(self, obj: Any) -> str:
+        return format_html(
+            "{} <small>of {}</small>", number(obj._live), number(obj._pages)
+        )
 
-    @admin.display(description="live", ordering="_live")
-    def live_count(self, obj: Any) -> int:
-        return obj._live
+    @admin.display(description="failing", ordering="_failing")
+    def failing_count(self, obj: Any) -> str:
+        return _pages_link(obj, obj._failing, "failing")
+
+    @admin.display(description="stale", ordering="_stale")
+    def stale_count(self, obj: Any) -> str:
+        return _pages_link(obj, obj._stale, "stale")
+
+    @admin.display(description="checked every", ordering="recrawl_every")
+    def interval(self, obj: Source) -> str:
+        return readable_duration(obj.recrawl_every)
+
+
+def _pages_link(source: Source, count: int, condition: str) -> str:
+    """A count linked to the page list filtered to it."""
+    if not count:
+        return "0"
+    url = reverse("admin:sources_page_changelist")
+    return format_html(
+        '<a href="{}?source__id__exact={}&amp;condition={}">{}</a>',
+        url,
+        source.pk,
+        condition,
+        number(count),
+    )
+
+
+class PageConditionFilter(admin.SimpleListFilter):
+    """The editor's questions about pages: which fail, which are out of date,
+    which are gone, which were never crawled."""
+
+    title = "condition"
+    parameter_name = "condition"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [
+            ("failing", "Failing (last crawl failed)"),
+            ("stale", "Stale (not verified within its interval)"),
+            ("tombstoned", "Tombstoned (404/410)"),
+            ("pending", "Waiting for its first crawl"),
+            ("near_duplicate", "Near-duplicate of another page"),
+        ]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet | None:
+        match self.value():
+            case "failing":
+                return queryset.failing()  # type: ignore[attr-defined]
+            case "stale":
+                return queryset.stale(now=timezone.now())  # type: ignore[attr-defined]
+            case "tombstoned":
+                return queryset.filter(status=Page.Status.GONE)
+            case "pending":
+                return queryset.filter(status=Page.Status.PENDING)
+            case "near_duplicate":
+                return queryset.filter(near_duplicate_of__isnull=False)
+        return None
 
 
 class PageVersionInline(admin.TabularInline):
     model = PageVersion
-    fields = readonly_fields = ("recorded_at", "kind", "hash")
+    fields = readonly_fields = ("recorded_at", "kind", "hash", "compare")
     extra = 0
     max_num = 0
     can_delete = False
@@ -54,29 +143,32 @@ class PageVersionInline(admin.TabularInline):
 
     hash = hash_column("content_hash", "content hash")
 
+    def get_queryset(self, request: HttpRequest) -> QuerySet[PageVersion]:
+        return super().get_queryset(request).defer("markdown")
+
+    @admin.display(description="diff")
+    def compare(self, obj: PageVersion) -> str:
+        if obj.kind == PageVersion.Kind.DELETED:
+            return "—"
+        url = reverse("admin:sources_page_diff", args=[obj.page_id])
+        return format_html('<a href="{}?b={}">with the version before</a>', url, obj.pk)
+
 
 @admin.register(Page)
-class PageAdmin(admin.ModelAdmin):
-    list_display = [
-        "url",
-        "source",
-        "status",
-        "hash",
-        "last_verified_at",
-        "last_changed_at",
-        "site_modified_at",
-        "next_crawl_at",
-        "failure_count",
-        "embedding_tokens",
-    ]
-    list_filter = [
-        "status",
-        "source",
-        ("near_duplicate_of", admin.EmptyFieldListFilter),
-    ]
+class PageAdmin(ListDeferMixin, admin.ModelAdmin):
+    menu_order = 2
+    list_display = ["page", "source", "status", "verified", "changed", "failures",
+                    "next_check"]  # fmt: skip
+    list_display_links = ["page"]
+    list_filter = [PageConditionFilter, "status", "source"]
+    list_defer = ["markdown", "raw_body", "line_shapes", "last_error"]
     search_fields = ["url", "title", "final_url"]
     list_select_related = ["source"]
     show_full_result_count = False
+    paginator = CappedPaginator
+    formfield_overrides = durations_in_words(
+        "Overrides the source's interval for this page, e.g. 1 day or 12 hours."
+    )
     readonly_fields = [
         "title",
         "status",
@@ -108,6 +200,30 @@ class PageAdmin(admin.ModelAdmin):
 
     hash = hash_column("content_hash", "content hash")
 
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Page]:
+        # The delivered body is for re-derivation; no admin view shows it.
+        return super().get_queryset(request).defer("raw_body")
+
+    @admin.display(description="page", ordering="title")
+    def page(self, obj: Page) -> str:
+        return title_and_path(obj.title, obj.url)
+
+    @admin.display(description="verified", ordering="last_verified_at")
+    def verified(self, obj: Page) -> str:
+        return ago(obj.last_verified_at)
+
+    @admin.display(description="changed", ordering="last_changed_at")
+    def changed(self, obj: Page) -> str:
+        return ago(obj.last_changed_at)
+
+    @admin.display(description="failures", ordering="failure_count")
+    def failures(self, obj: Page) -> int:
+        return obj.failure_count
+
+    @admin.display(description="next check", ordering="next_crawl_at")
+    def next_check(self, obj: Page) -> str:
+        return ago(obj.next_crawl_at, empty="—")
+
     @admin.display(description="chunks")
     def chunk_list(self, obj: Page) -> str:
         """The chunks search holds for this page, in order (heading and size)."""
@@ -118,35 +234,150 @@ class PageAdmin(admin.ModelAdmin):
             format_html_join(
                 "\n",
                 "<div>#{} {} <small>({} tokens, {})</small></div>",
-                ((p, h or "—", n, short_hash(e)) for p, h, n, e in rows),
+                ((p, h or "—", number(n), short_hash(e)) for p, h, n, e in rows),
             )
             or "—"
         )
+
+    # -- the diff between two versions ------------------------------------------
+
+    def get_urls(self) -> list[Any]:
+        diff = self.admin_site.admin_view(self.diff_view)
+        return [
+            path("<path:object_id>/diff/", diff, name="sources_page_diff"),
+            *super().get_urls(),
+        ]
+
+    def diff_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """Two versions of the page side by side as a diff (``a`` older, ``b`` newer;
+        by default the latest version and the one before it)."""
+        page = get_object_or_404(self.get_queryset(request), pk=object_id)
+        if not self.has_view_or_change_permission(request, page):
+            raise PermissionDenied
+        versions = list(page.versions.defer("markdown").order_by("-recorded_at", "-pk"))
+        older, newer = _chosen(versions, request.GET.get("a"), request.GET.get("b"))
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Changes to {page.title or page.url}",
+            "opts": self.opts,
+            "original": page,
+            "page": page,
+            "versions": versions,
+            "older": older,
+            "newer": newer,
+            "diff": None,
+            "change": None,
+        }
+        if newer is not None:
+            texts = (_markdown(older), _markdown(newer))
+            context["diff"] = markdown_diff(*texts)
+            context["change"] = self.version_change(page=page, newer=newer, texts=texts)
+        return TemplateResponse(request, "admin/sources/page/diff.html", context)
+
+    def version_change(
+        self, *, page: Page, newer: PageVersion, texts: tuple[str, str]
+    ) -> dict[str, Any] | None:
+        """What the change to ``newer`` cost in the index (``texts``: the Markdown
+        before and after); the ingest admin knows, sources does not."""
+        return None
+
+
+def _chosen(
+    versions: list[PageVersion], a: str | None, b: str | None
+) -> tuple[PageVersion | None, PageVersion | None]:
+    """The versions to compare, older first: ``b`` (else the latest) and ``a``
+    (else the version before ``b``, or none for a first version)."""
+    by_pk = {str(version.pk): version for version in versions}
+    newer = by_pk.get(b or "") or (versions[0] if versions else None)
+    older = by_pk.get(a or "")
+    if older is None and newer is not None:
+        below = versions[versions.index(newer) + 1 :]
+        older = below[0] if below else None
+    if newer and older and older.recorded_at > newer.recorded_at:
+        older, newer = newer, older
+    return older, newer
+
+
+def _markdown(version: PageVersion | None) -> str:
+    if version is None:
+        return ""
+    return PageVersion.objects.values_list("markdown", flat=True).get(pk=version.pk)
+
+
+class EqualsAny(Func):
+    """``value = ANY(array)`` in PostgreSQL."""
+
+    template = "(%(expressions)s))"
+    arg_joiner = " = ANY("
+    output_field = BooleanField()
+
+
+class StrippedFilter(admin.SimpleListFilter):
+    title = "stripped as boilerplate"
+    parameter_name = "stripped"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("yes", "Stripped"), ("no", "Kept (not on enough pages)")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet | None:
+        if self.value() == "yes":
+            return queryset.filter(_stripped=True)
+        if self.value() == "no":
+            return queryset.filter(_stripped=False)
+        return None
 
 
 @admin.register(LineShape)
 class LineShapeAdmin(ReadOnlyAdmin):
     """What each source's pages repeat: the lines stripped as boilerplate."""
 
-    list_display = ["example", "source", "pages"]
-    list_filter = ["source"]
+    menu_order = 4
+    list_display = ["example", "source", "page_count", "stripped"]
+    list_filter = [StrippedFilter, "source"]
     search_fields = ["example"]
     ordering = ["-pages"]
+    list_select_related = ["source"]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[LineShape]:
+        stripped = EqualsAny(F("shape"), F("source__common_shapes"))
+        return super().get_queryset(request).annotate(_stripped=stripped)
+
+    @admin.display(description="pages carrying it", ordering="pages")
+    def page_count(self, obj: LineShape) -> str:
+        return number(obj.pages)
+
+    @admin.display(description="stripped", boolean=True, ordering="_stripped")
+    def stripped(self, obj: Any) -> bool:
+        return obj._stripped
 
 
 @admin.register(PageVersion)
 class PageVersionAdmin(ReadOnlyAdmin):
-    list_display = ["page", "kind", "hash", "recorded_at"]
+    menu_order = 3
+    list_display = ["page_title", "kind", "hash", "recorded_at", "compare"]
     list_filter = ["kind"]
+    list_defer = ["markdown"]
     search_fields = ["page__url", "content_hash"]
     list_select_related = ["page"]
+    date_hierarchy = "recorded_at"
 
     hash = hash_column("content_hash", "content hash")
+    compare = PageVersionInline.compare
+
+    @admin.display(description="page", ordering="page__title")
+    def page_title(self, obj: PageVersion) -> str:
+        return title_and_path(obj.page.title, obj.page.url)
 
 
 @admin.register(Push)
 class PushAdmin(ReadOnlyAdmin):
-    list_display = ["rid", "url", "pushed_at", "delivered_at"]
+    menu_order = 5
+    list_display = ["page_url", "state", "rid", "pushed_at", "delivered_at"]
+    list_filter = ["state"]
     search_fields = ["=rid", "url"]
     list_select_related = ["page"]
     raw_id_fields = ["page"]
+
+    @admin.display(description="URL", ordering="url")
+    def page_url(self, obj: Push) -> str:
+        return title_and_path(obj.page.title, obj.url, host=True)

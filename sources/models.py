@@ -8,7 +8,8 @@ from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
 from django.core.exceptions import ValidationError
 from django.db import models
-from django.db.models import Q
+from django.db.models import ExpressionWrapper, F, Q, Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from sources import schedule
@@ -236,6 +237,30 @@ class PageQuerySet(models.QuerySet["Page"]):
             Q(next_crawl_at__lte=now)
             | Q(next_crawl_at=None, status=Page.Status.PENDING)
         )
+
+    def stale(self, *, now: datetime) -> PageQuerySet:
+        """Live pages not verified within their interval (the page's own, else their
+        source's): what search serves may have changed since."""
+        return self.filter(stale_condition(now=now))
+
+    def failing(self) -> PageQuerySet:
+        """Pages whose last crawl failed (the crawler or the site answered an error)."""
+        return self.filter(failure_count__gt=0)
+
+
+def stale_condition(*, now: datetime, prefix: str = "") -> Q:
+    """The test of ``PageQuerySet.stale``; with ``prefix="pages__"`` it tests a
+    source's pages, for counts per source."""
+    source_interval = F("recrawl_every") if prefix else F("source__recrawl_every")
+    due = ExpressionWrapper(
+        Value(now, output_field=models.DateTimeField())
+        - Coalesce(F(f"{prefix}recrawl_every"), source_interval),
+        output_field=models.DateTimeField(),
+    )
+    return Q(**{f"{prefix}status": Page.Status.LIVE}) & (
+        Q(**{f"{prefix}last_verified_at": None})
+        | Q(**{f"{prefix}last_verified_at__lt": due})
+    )
 
 
 class Page(models.Model):

@@ -22,6 +22,7 @@ from urllib.error import URLError
 import crawlbase.base_api
 from crawlbase import CrawlingAPI
 from django.conf import settings
+from django.core.exceptions import EmptyResultSet
 from django.db import connection
 from django.db.models import QuerySet
 from django.utils import timezone
@@ -54,7 +55,10 @@ class PushReport:
 def pages_push_queue(*, pages: QuerySet[Page]) -> tuple[int, int]:
     """Queue a push for each of these pages that has none in flight, in one
     statement. Returns (queued, skipped because a push is in flight)."""
-    query, params = pages.values_list("id", "url").query.sql_with_params()
+    try:
+        query, params = pages.values_list("id", "url").query.sql_with_params()
+    except EmptyResultSet:  # no page at all, e.g. a source without seeds
+        return 0, 0
     table = Push._meta.db_table
     with connection.cursor() as cursor:
         cursor.execute(

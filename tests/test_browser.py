@@ -1,4 +1,5 @@
-"""A person in a real browser (Debian's headless Chromium): log in, ask, read.
+"""People in a real browser (Debian's headless Chromium): a reader logs in, asks
+and reads; an editor reads a page's changes and the dashboard.
 
 `.ci/run` installs Chromium and sets KB_REQUIRE_BROWSER=1, so CI fails rather than
 skips when the browser is missing; elsewhere the test is skipped without it.
@@ -9,12 +10,18 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import User
+from django.utils import timezone
 
-from tests.world import harbor_load, harbor_url
+from ingest.models import Delivery
+from ingest.process import delivery_process
+from sources.models import Page
+from tests.admin_world import PASSWORD, editor_create
+from tests.world import FIXTURES, harbor_load, harbor_url, receive_delivery
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -70,3 +77,80 @@ def test_a_person_logs_in_asks_and_reads_a_cited_answer(browser, live_server):
     assert "harbor queue pause NAME" in answer and "[1]" in answer
     assert sources[0].get_attribute("href") == harbor_url("queues")
     assert "verified" in browser.find_element(By.CSS_SELECTOR, "ol.citations").text
+
+
+SCREENSHOTS = Path(__file__).resolve().parent.parent / "var" / "screenshots"
+
+
+def test_an_editor_reads_a_pages_diff_and_the_dashboard(browser, live_server):
+    from selenium.webdriver.common.by import By
+
+    harbor_load()
+    queues = harbor_url("queues")
+    text = (FIXTURES / "corpus" / "queues.md").read_text()
+    edited = text.replace("starts it again.", "starts it again; jobs keep their place.")
+    receive_and_run(queues, edited)
+    for name in ["install", "retries", "security"]:  # crawled again, unchanged
+        receive_and_run(
+            harbor_url(name), (FIXTURES / "corpus" / f"{name}.md").read_text()
+        )
+    spread_over_days(Delivery.objects.order_by("pk"))
+    editor_create("ed")
+
+    browser.set_window_size(1400, 1000)
+    browser.get(f"{live_server.url}/admin/")
+    browser.find_element(By.NAME, "username").send_keys("ed")
+    browser.find_element(By.NAME, "password").send_keys(PASSWORD)
+    browser.find_element(By.CSS_SELECTOR, "input[type=submit]").click()
+
+    page = Page.objects.get(url=queues)
+    browser.get(f"{live_server.url}/admin/sources/page/{page.pk}/change/")
+    browser.find_element(By.CSS_SELECTOR, ".object-tools a[href$='/diff/']").click()
+    marks = [m.text for m in browser.find_elements(By.CSS_SELECTOR, ".kb-added mark")]
+    hunk = browser.find_element(By.CSS_SELECTOR, ".kb-hunk").text
+    cost = browser.find_element(By.CSS_SELECTOR, "table.kb-chunks").text
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    full_page_screenshot(browser, SCREENSHOTS / "page-diff.png")
+    assert "".join(marks) == "; jobs keep their place"
+    assert hunk == "in ## Pausing a queue"
+    assert "Queues › Pausing a queue" in cost
+
+    browser.find_element(By.CSS_SELECTOR, ".kb-nav a[href$='/dashboard/']").click()
+    charts = browser.find_elements(By.CSS_SELECTOR, ".kb-dashboard svg rect")
+    figures = browser.find_element(By.CSS_SELECTOR, "#tokens + .kb-figures").text
+    full_page_screenshot(browser, SCREENSHOTS / "dashboard.png")
+    assert charts
+    assert "full rebuild" in figures and "page-level hash gating" in figures
+    assert "never verified" not in browser.find_element(By.ID, "oldest").text
+
+    # Where the editor goes next: the source's overview and its pages.
+    browser.find_element(By.CSS_SELECTOR, "#per-source + table a").click()
+    overview = browser.find_element(By.CSS_SELECTOR, "fieldset").text
+    full_page_screenshot(browser, SCREENSHOTS / "source-overview.png")
+    assert "10 live" in overview and "Harbor docs" not in overview
+    browser.find_element(By.CSS_SELECTOR, ".kb-nav a[href$='/page/']").click()
+    columns = browser.find_elements(By.CSS_SELECTOR, "#result_list thead th")
+    full_page_screenshot(browser, SCREENSHOTS / "pages.png")
+    assert len(columns) <= 8  # the selection box and at most 7 columns
+
+
+def receive_and_run(url: str, body: str) -> None:
+    delivery = receive_delivery(url, body, content_type="text/markdown")
+    delivery_process(delivery_id=delivery.pk)
+
+
+def spread_over_days(deliveries) -> None:
+    """Deliveries made now, moved back over the past days (one day per step of
+    five), so that the dashboard shows days rather than one bar."""
+    now = timezone.now()
+    for number, delivery in enumerate(reversed(list(deliveries))):
+        delivery.received_at = now - timedelta(days=number // 3)
+        delivery.save(update_fields=["received_at"])
+
+
+def full_page_screenshot(browser, path: Path) -> None:
+    """The whole page, not only the window: the window grows to the page's height."""
+    height = browser.execute_script("return document.documentElement.scrollHeight")
+    browser.set_window_size(1400, max(1000, height + 120))
+    browser.save_screenshot(str(path))
+    browser.set_window_size(1400, 1000)

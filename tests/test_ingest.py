@@ -57,10 +57,12 @@ class FirstCrawlTests(IngestWorld):
         assert self.page().markdown == "# Guide\n\nRead this.\n"
         assert self.page().title == "Guide"
 
-    def test_a_url_no_source_covers_is_rejected(self):
+    def test_a_url_no_source_covers_is_out_of_scope_and_keeps_its_body(self):
         delivery = self.ingest("https://elsewhere.example.org/")
 
-        assert delivery.outcome == Delivery.Outcome.REJECTED
+        assert delivery.outcome == Delivery.Outcome.OUT_OF_SCOPE
+        assert delivery.error == "no source covers this host"
+        assert delivery.body is not None
         assert not Page.objects.exists()
 
     def test_a_finished_delivery_is_not_processed_again(self):

@@ -1,0 +1,155 @@
+"""The editors' dashboard (``/admin/dashboard/``): what was crawled each day and what
+it cost against what other strategies would have cost, how fresh the index is,
+which pages were seen longest ago, which sources fail. Charts are SVG drawn here."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.contrib import admin
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.utils import timezone
+
+from ingest import stats
+from kbsite.admin_utils import ago, number, tokens_cost
+from kbsite.charts import Series, grouped_bars, horizontal_bars, stacked_bars
+
+DAY_CHOICES = [7, 14, 30, 90]
+OUTCOME_COLOURS = {
+    "embedded": "#2563eb",
+    "unchanged": "#16a34a",
+    "deleted": "#6b7280",
+    "skipped": "#d97706",
+    "failed": "#dc2626",
+    "rejected": "#a16207",
+    "in progress": "#a5b4fc",
+}
+STRATEGY_COLOURS = {
+    "full rebuild": "#9ca3af",
+    "page-level hash gating": "#f59e0b",
+    "this product": "#2563eb",
+}
+FRESHNESS_COLOURS = ["#15803d", "#65a30d", "#ca8a04", "#ea580c", "#b91c1c", "#6b7280"]
+
+
+def dashboard(request: HttpRequest) -> HttpResponse:
+    if not request.user.has_perm("ingest.view_delivery"):
+        raise PermissionDenied
+    try:
+        days = int(request.GET.get("days", 14))
+    except ValueError:
+        days = 14
+    days = days if days in DAY_CHOICES else 14
+    now = timezone.now()
+    since = timezone.localtime(now).replace(hour=0, minute=0, second=0, microsecond=0)
+    since -= timedelta(days=days - 1)
+    context = {
+        **admin.site.each_context(request),
+        "title": "Dashboard",
+        "days": days,
+        "day_choices": DAY_CHOICES,
+        "priced": bool(settings.EMBEDDING_COST_PER_MILLION_TOKENS),
+        "price": settings.EMBEDDING_COST_PER_MILLION_TOKENS,
+        **_deliveries(since=since, now=now),
+        **_freshness(now=now),
+        "oldest": [
+            (page, ago(page.last_verified_at), ago(page.next_crawl_at, empty="—"))
+            for page in stats.pages_oldest_unverified()
+        ],
+        "failing": stats.sources_failing(now=now),
+        "sources": [_source_row(source) for source in stats.sources_tokens(now=now)],
+    }
+    return TemplateResponse(request, "admin/dashboard.html", context)
+
+
+def _deliveries(*, since: Any, now: Any) -> dict[str, Any]:
+    days = stats.deliveries_per_day(since=since, now=now)
+    labels = [f"{d.day:%m-%d}" for d in days]
+    outcome_series = [
+        Series(group, OUTCOME_COLOURS[group], [d.outcomes.get(group, 0) for d in days])
+        for group in stats.OUTCOME_GROUPS
+    ]
+    strategies = {
+        "full rebuild": sum(d.full for d in days),
+        "page-level hash gating": sum(d.page_gated for d in days),
+        "this product": sum(d.spent for d in days),
+    }
+    token_series = [
+        Series(f"tokens, {name}", STRATEGY_COLOURS[name], values)
+        for name, values in [
+            ("full rebuild", [d.full for d in days]),
+            ("page-level hash gating", [d.page_gated for d in days]),
+            ("this product", [d.spent for d in days]),
+        ]
+    ]
+    spent = strategies["this product"]
+    return {
+        "per_day": days,
+        "outcome_rows": [
+            (d.day, [d.outcomes.get(group, 0) for group in stats.OUTCOME_GROUPS])
+            for d in days
+        ],
+        "token_rows": [
+            (
+                d.day,
+                number(d.spent),
+                number(d.page_gated),
+                number(d.full),
+                number(d.usage),
+            )
+            for d in days
+        ],  # fmt: skip
+        "outcome_groups": [(g, OUTCOME_COLOURS[g]) for g in stats.OUTCOME_GROUPS],
+        "outcome_chart": stacked_bars(
+            labels=labels, series=outcome_series, title="Deliveries per day by outcome"
+        ),
+        "token_chart": grouped_bars(
+            labels=labels,
+            series=token_series,
+            title="Embedding tokens per day: full rebuild, page-level hash gating, "
+            "this product",
+        ),
+        "strategies": [
+            {
+                "name": name,
+                "colour": STRATEGY_COLOURS[name],
+                "tokens": number(tokens),
+                "cost": tokens_cost(tokens),
+                "share": f"{spent / tokens:.1%}" if tokens else "",
+            }
+            for name, tokens in strategies.items()
+        ],
+        "usage_total": number(sum(d.usage for d in days)),
+        "usage_cost": tokens_cost(sum(d.usage for d in days)),
+    }
+
+
+def _freshness(*, now: Any) -> dict[str, Any]:
+    fresh = stats.freshness(now=now)
+    rows = [
+        (label, count, colour)
+        for (label, count), colour in zip(fresh.buckets, FRESHNESS_COLOURS, strict=True)
+    ]
+    return {
+        "freshness": fresh,
+        "freshness_chart": horizontal_bars(
+            rows=rows,
+            title="Live pages by the age of their last verification",
+            width=900,
+        ),
+    }
+
+
+def _source_row(source: Any) -> dict[str, Any]:
+    return {
+        "source": source,
+        "deliveries_week": number(source.deliveries_week),
+        "tokens_week": number(source.tokens_week),
+        "cost_week": tokens_cost(source.tokens_week),
+        "tokens_ever": number(source.tokens_ever),
+        "cost_ever": tokens_cost(source.tokens_ever),
+    }

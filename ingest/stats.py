@@ -1,0 +1,280 @@
+"""The numbers editors read in the admin: per source, per day, across the index.
+
+Reads only. What other strategies would have spent is derived from stored counts:
+a page costs, embedded whole, the tokens of its current chunks (``Chunk.token_count``
+is counted on the text that is embedded, title and heading path included). So, for
+the same deliveries,
+
+* a **full rebuild** (every crawled page embedded again) would have spent the page's
+  tokens on every delivery that brought content (outcomes *embedded* and
+  *unchanged*);
+* **page-level hash gating** (a page embedded again whenever its hash changed)
+  would have spent them on every *embedded* delivery;
+* this product spent what each delivery recorded (``Delivery.embedding_tokens``):
+  only the chunk texts that had no vector yet.
+
+A page's current size stands for its size on the day of the delivery; pages gone
+since count as empty. Spending outside deliveries (re-derivations after learned
+boilerplate, ``reembed``) is in the day's *Embedding usage*, shown beside it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta
+
+from django.db.models import Count, F, OuterRef, Q, QuerySet, Subquery, Sum
+from django.db.models.functions import Coalesce, TruncDate
+from django.utils import timezone
+
+from ingest.models import Delivery
+from retrieval.models import Chunk, EmbeddingUsage
+from sources.models import Page, Source, stale_condition
+
+WEEK = timedelta(days=7)
+Outcome = Delivery.Outcome
+# How the dashboard groups outcomes, in stacking order (bottom first).
+OUTCOME_GROUPS: dict[str, list[str]] = {
+    "embedded": [Outcome.EMBEDDED],
+    "unchanged": [Outcome.UNCHANGED],
+    "deleted": [Outcome.DELETED],
+    "skipped": [Outcome.SKIPPED],
+    "failed": [Outcome.FAILED],
+    "rejected": [Outcome.REJECTED, Outcome.OUT_OF_SCOPE],
+    "in progress": [""],
+}
+
+
+@dataclass
+class SourceOverview:
+    live: int
+    gone: int
+    redirected: int
+    pending: int
+    failing: int
+    stale: int
+    chunks: int
+    tokens_week: int
+    tokens_ever: int
+    last_delivery: Delivery | None
+    last_error: Page | None
+
+
+def source_overview(*, source: Source, now: datetime) -> SourceOverview:
+    status = Page.Status
+    counts = source.pages.aggregate(
+        live=Count("pk", filter=Q(status=status.LIVE)),
+        gone=Count("pk", filter=Q(status=status.GONE)),
+        redirected=Count("pk", filter=Q(status=status.REDIRECTED)),
+        pending=Count("pk", filter=Q(status=status.PENDING)),
+        failing=Count("pk", filter=Q(failure_count__gt=0)),
+        stale=Count("pk", filter=stale_condition(now=now)),
+        tokens=Coalesce(Sum("embedding_tokens"), 0),
+    )
+    deliveries = Delivery.objects.filter(page__source=source).defer("body")
+    week = deliveries.filter(received_at__gte=now - WEEK)
+    failing = source.pages.filter(failure_count__gt=0).exclude(last_error="")
+    return SourceOverview(
+        live=counts["live"],
+        gone=counts["gone"],
+        redirected=counts["redirected"],
+        pending=counts["pending"],
+        failing=counts["failing"],
+        stale=counts["stale"],
+        chunks=Chunk.objects.filter(page__source=source).count(),
+        tokens_week=week.aggregate(t=Coalesce(Sum("embedding_tokens"), 0))["t"],
+        tokens_ever=counts["tokens"],
+        last_delivery=deliveries.order_by("-received_at").first(),
+        last_error=failing.only("pk", "url", "title", "last_error", "last_failure_at")
+        .order_by("-last_failure_at")
+        .first(),
+    )
+
+
+# -- the dashboard -----------------------------------------------------------------
+
+
+@dataclass
+class Day:
+    day: date
+    outcomes: dict[str, int] = field(default_factory=dict)
+    spent: int = 0  # what this product embedded for the day's deliveries
+    page_gated: int = 0  # page-level hash gating, same deliveries
+    full: int = 0  # a full rebuild, same deliveries
+    usage: int = 0  # every embedding request of the day (Embedding usage)
+
+    @property
+    def deliveries(self) -> int:
+        return sum(self.outcomes.values())
+
+
+def _page_tokens() -> Subquery:
+    """Tokens of the delivery's page embedded whole: its current chunks."""
+    per_page = (
+        Chunk.objects.filter(page=OuterRef("page"))
+        .order_by()
+        .values("page")
+        .annotate(total=Sum("token_count"))
+        .values("total")
+    )
+    return Subquery(per_page)
+
+
+def deliveries_per_day(*, since: datetime, now: datetime) -> list[Day]:
+    """Every day from ``since`` to ``now`` (local time), with its deliveries'
+    outcomes and tokens, and what the two other strategies would have spent."""
+    tz = timezone.get_current_timezone()
+    days = _day_range(since, now)
+    group_of = {o: g for g, outcomes in OUTCOME_GROUPS.items() for o in outcomes}
+    rows = (
+        Delivery.objects.filter(received_at__gte=since)
+        .annotate(day=TruncDate("received_at", tzinfo=tz), whole=_page_tokens())
+        .values("day", "outcome")
+        .annotate(
+            n=Count("pk"),
+            spent=Coalesce(Sum("embedding_tokens"), 0),
+            whole_sum=Coalesce(Sum("whole"), 0),
+        )
+    )
+    for row in rows:
+        day = days.get(row["day"])
+        if day is None:
+            continue
+        group = group_of.get(row["outcome"], "rejected")
+        day.outcomes[group] = day.outcomes.get(group, 0) + row["n"]
+        day.spent += row["spent"]
+        if row["outcome"] in (Outcome.EMBEDDED, Outcome.UNCHANGED):
+            day.full += row["whole_sum"]
+        if row["outcome"] == Outcome.EMBEDDED:
+            day.page_gated += row["whole_sum"]
+    usage = EmbeddingUsage.objects.filter(day__gte=min(days, default=now.date()))
+    for day_value, tokens in usage.values_list("day").annotate(t=Sum("tokens")):
+        if day_value in days:
+            days[day_value].usage = tokens
+    return list(days.values())
+
+
+def _day_range(since: datetime, now: datetime) -> dict[date, Day]:
+    first, last = timezone.localdate(since), timezone.localdate(now)
+    count = (last - first).days + 1
+    return {
+        first + timedelta(days=n): Day(day=first + timedelta(days=n))
+        for n in range(count)
+    }
+
+
+@dataclass
+class Freshness:
+    live: int
+    stale: int
+    pending: int
+    buckets: list[tuple[str, int]]  # (age of last verification, live pages)
+
+
+FRESHNESS_BUCKETS = [
+    ("within a day", timedelta(days=1)),
+    ("1–7 days", timedelta(days=7)),
+    ("7–30 days", timedelta(days=30)),
+    ("30–90 days", timedelta(days=90)),
+]
+
+
+def freshness(*, now: datetime) -> Freshness:
+    """Live pages by how long ago a crawl last saw their content."""
+    aggregates = {}
+    lower = timedelta(0)
+    for number, (_, age) in enumerate(FRESHNESS_BUCKETS):
+        condition = Q(last_verified_at__gte=now - age, last_verified_at__lt=now - lower)
+        aggregates[f"bucket{number}"] = Count("pk", filter=condition)
+        lower = age
+    counts = Page.objects.filter(status=Page.Status.LIVE).aggregate(
+        **aggregates,
+        older=Count("pk", filter=Q(last_verified_at__lt=now - lower)),
+        never=Count("pk", filter=Q(last_verified_at=None)),
+        stale=Count("pk", filter=stale_condition(now=now)),
+    )
+    buckets = [
+        *(
+            (label, counts[f"bucket{n}"])
+            for n, (label, _) in enumerate(FRESHNESS_BUCKETS)
+        ),
+        ("over 90 days", counts["older"]),
+        ("never verified", counts["never"]),
+    ]
+    return Freshness(
+        live=sum(count for _, count in buckets),
+        stale=counts["stale"],
+        pending=Page.objects.filter(status=Page.Status.PENDING).count(),
+        buckets=buckets,
+    )
+
+
+def pages_oldest_unverified(*, limit: int = 10) -> QuerySet[Page]:
+    """Live pages whose content was seen longest ago (never, first)."""
+    return (
+        Page.objects.filter(status=Page.Status.LIVE)
+        .select_related("source")
+        .only(
+            "pk",
+            "url",
+            "title",
+            "last_verified_at",
+            "recrawl_every",
+            "next_crawl_at",
+            "source__name",
+            "source__recrawl_every",
+        )  # fmt: skip
+        .order_by(F("last_verified_at").asc(nulls_first=True), "pk")[:limit]
+    )
+
+
+def sources_failing(*, now: datetime) -> QuerySet[Source]:
+    """Sources with failing pages or failed deliveries this week, worst first, with
+    ``failing`` pages, ``failed_week`` deliveries, and the latest error."""
+    failed = (
+        Delivery.objects.filter(
+            page__source=OuterRef("pk"),
+            received_at__gte=now - WEEK,
+            outcome__in=[Outcome.SKIPPED, Outcome.FAILED],
+        )
+        .order_by()
+        .values("page__source")
+        .annotate(n=Count("pk"))
+        .values("n")
+    )
+    latest = Page.objects.filter(source=OuterRef("pk"), failure_count__gt=0).order_by(
+        F("last_failure_at").desc(nulls_last=True)
+    )
+    return (
+        Source.objects.annotate(
+            failing=Count("pages", filter=Q(pages__failure_count__gt=0)),
+            failed_week=Coalesce(Subquery(failed), 0),
+            last_error=Subquery(latest.values("last_error")[:1]),
+            last_failure_at=Subquery(latest.values("last_failure_at")[:1]),
+        )
+        .filter(Q(failing__gt=0) | Q(failed_week__gt=0))
+        .order_by("-failing", "-failed_week", "name")
+    )
+
+
+def sources_tokens(*, now: datetime) -> QuerySet[Source]:
+    """Every source with ``tokens_week`` (its deliveries of the last 7 days),
+    ``tokens_ever`` (all its pages' embedding, re-derivations included) and
+    ``deliveries_week``."""
+    week = Delivery.objects.filter(
+        page__source=OuterRef("pk"), received_at__gte=now - WEEK
+    ).order_by()
+    tokens = week.values("page__source").annotate(t=Sum("embedding_tokens"))
+    count = week.values("page__source").annotate(n=Count("pk"))
+    ever = (
+        Page.objects.filter(source=OuterRef("pk"))
+        .order_by()
+        .values("source")
+        .annotate(t=Sum("embedding_tokens"))
+        .values("t")
+    )
+    return Source.objects.annotate(
+        tokens_week=Coalesce(Subquery(tokens.values("t")), 0),
+        deliveries_week=Coalesce(Subquery(count.values("n")), 0),
+        tokens_ever=Coalesce(Subquery(ever), 0),
+    ).order_by("-tokens_week", "name")

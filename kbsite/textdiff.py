@@ -1,0 +1,167 @@
+"""A readable line diff of two Markdown texts, for editors (difflib underneath).
+
+Changed lines come with a few lines of context and the heading of the section they
+are in; long unchanged stretches are folded; a changed line paired with the line
+it replaced marks the words that differ.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass, field
+from typing import Literal
+
+from kbsite.text import HEADING
+
+CONTEXT = 3
+# Lines this similar (difflib's ratio) are shown as one line edited, word by word.
+PAIR_RATIO = 0.5
+WORDS = re.compile(r"\s+|\w+|[^\w\s]")
+
+Kind = Literal["same", "added", "removed"]
+
+
+@dataclass(frozen=True)
+class Segment:
+    text: str
+    changed: bool
+
+
+@dataclass(frozen=True)
+class Line:
+    kind: Kind
+    old_number: int | None
+    new_number: int | None
+    segments: tuple[Segment, ...]
+
+    @property
+    def text(self) -> str:
+        return "".join(segment.text for segment in self.segments)
+
+
+@dataclass
+class Block:
+    """Lines shown together; ``folded`` blocks are unchanged lines hidden at first."""
+
+    lines: list[Line] = field(default_factory=list)
+    folded: bool = False
+    heading: str = ""  # the section the first line is in, for changed blocks
+
+
+@dataclass(frozen=True)
+class Diff:
+    blocks: list[Block]
+    added: int
+    removed: int
+
+    @property
+    def unchanged(self) -> bool:
+        return not (self.added or self.removed)
+
+
+def markdown_diff(old: str, new: str, *, context: int = CONTEXT) -> Diff:
+    # An empty text has no lines (not one empty line): a first version is all new.
+    a, b = old.split("\n") if old else [], new.split("\n") if new else []
+    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    blocks: list[Block] = []
+    added = removed = 0
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            blocks.extend(
+                _equal(a, i1, i2, j1, context, first=not blocks, last=i2 == len(a))
+            )
+            continue
+        removed += i2 - i1
+        added += j2 - j1
+        lines = _changed(a[i1:i2], b[j1:j2], i1, j1)
+        if not blocks or blocks[-1].folded:
+            blocks.append(Block())
+        blocks[-1].lines.extend(lines)
+        # Named after the section of its first change, not of its context.
+        blocks[-1].heading = blocks[-1].heading or _heading_above(b, j1)
+    return Diff(blocks=_merge(blocks), added=added, removed=removed)
+
+
+def _same(text: str, old: int, new: int) -> Line:
+    return Line("same", old + 1, new + 1, (Segment(text, False),))
+
+
+def _equal(
+    a: list[str], i1: int, i2: int, j1: int, context: int, *, first: bool, last: bool
+) -> list[Block]:
+    """Unchanged lines: context next to the changes around them, the rest folded."""
+    lines = [_same(a[i], i, j1 + i - i1) for i in range(i1, i2)]
+    head = [] if first else lines[:context]
+    tail = [] if last else lines[len(head) :][-context:] if context else []
+    middle = lines[len(head) : len(lines) - len(tail)]
+    blocks = []
+    if head:
+        blocks.append(Block(lines=head))
+    if middle:
+        blocks.append(Block(lines=middle, folded=True))
+    if tail:
+        blocks.append(Block(lines=tail))
+    return blocks
+
+
+def _merge(blocks: list[Block]) -> list[Block]:
+    """Join neighbouring blocks that are both shown (context and changes)."""
+    merged: list[Block] = []
+    for block in blocks:
+        if merged and not block.folded and not merged[-1].folded:
+            merged[-1].lines.extend(block.lines)
+            merged[-1].heading = merged[-1].heading or block.heading
+        else:
+            merged.append(block)
+    return merged
+
+
+def _changed(old: list[str], new: list[str], i1: int, j1: int) -> list[Line]:
+    """Removed then added lines; a line replaced by a similar one shows its words."""
+    if len(old) == len(new):
+        pairs = list(zip(old, new, strict=True))
+        if all(_similar(x, y) for x, y in pairs):
+            lines = []
+            for offset, (x, y) in enumerate(pairs):
+                before, after = _word_segments(x, y)
+                lines.append(Line("removed", i1 + offset + 1, None, before))
+                lines.append(Line("added", None, j1 + offset + 1, after))
+            return lines
+    # Whole lines in or out: the line's colour says it, no word is marked.
+    removed = [
+        Line("removed", i1 + n + 1, None, (Segment(text, False),))
+        for n, text in enumerate(old)
+    ]
+    added = [
+        Line("added", None, j1 + n + 1, (Segment(text, False),))
+        for n, text in enumerate(new)
+    ]
+    return removed + added
+
+
+def _similar(x: str, y: str) -> bool:
+    return difflib.SequenceMatcher(None, x, y, autojunk=False).ratio() >= PAIR_RATIO
+
+
+def _word_segments(x: str, y: str) -> tuple[tuple[Segment, ...], tuple[Segment, ...]]:
+    a, b = WORDS.findall(x), WORDS.findall(y)
+    before: list[Segment] = []
+    after: list[Segment] = []
+    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        same = tag == "equal"
+        if i2 > i1:
+            before.append(Segment("".join(a[i1:i2]), not same))
+        if j2 > j1:
+            after.append(Segment("".join(b[j1:j2]), not same))
+    return tuple(before), tuple(after)
+
+
+def _heading_above(lines: list[str], index: int) -> str:
+    """The nearest heading at or above line ``index`` (a fence is not looked into:
+    a "#" comment in code would rarely be the nearest line starting with "#")."""
+    for line in reversed(lines[: index + 1]):
+        if HEADING.match(line):
+            return line.strip()
+    return ""

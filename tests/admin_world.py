@@ -1,0 +1,164 @@
+"""A small world for admin tests: one source whose every stored text carries a
+script tag, a page with two versions, its chunks, deliveries and questions, and
+the people who look at it: an editor (staff with the editors' permissions) and
+a superuser."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Permission
+from django.test import TestCase
+from django.utils import timezone
+
+from ingest.boilerplate import line_shape, shape_hash
+from ingest.models import Delivery
+from retrieval.models import Chunk, Embedding, EmbeddingUsage, QueryLog
+from sources.models import LineShape, Page, PageVersion, Push, Source
+
+XSS = "<script>alert(1)</script>"
+ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt;"
+PASSWORD = "a long test password"
+EDITOR_APPS = ["sources", "ingest", "retrieval", "django_q", "authtoken"]
+
+OLD = f"""# Guide {XSS}
+
+Intro line one.
+Intro line two.
+
+## Install
+
+Run pip install example to get it.
+Line a.
+Line b.
+Line c.
+Line d.
+Line e.
+Line f.
+Line g.
+
+## Use {XSS}
+
+Call example.run() to start."""
+NEW = OLD.replace("Run pip install example", "Run uv pip install example").replace(
+    "Call example.run() to start.", f"Call example.start() to start. {XSS}"
+)
+
+
+def editor_create(username: str = "editor"):
+    """Staff with every permission of the editors' apps (and of the job queue,
+    which they must still not see)."""
+    user = get_user_model().objects.create_user(
+        username, f"{username}@example.com", PASSWORD, is_staff=True
+    )
+    permissions = Permission.objects.filter(content_type__app_label__in=EDITOR_APPS)
+    user.user_permissions.set(permissions)
+    return user
+
+
+class AdminWorld(TestCase):
+    @classmethod
+    def setUpTestData(cls):
+        now = timezone.now()
+        cls.root = get_user_model().objects.create_superuser(
+            "root", "root@example.com", PASSWORD
+        )
+        cls.editor = editor_create()
+        cls.menu = f"Home · Guide · {XSS} · API"
+        cls.source = Source.objects.create(
+            name=f"Example docs {XSS}",
+            seed_urls="https://docs.example.com/",
+            fetcher=Source.Fetcher.CRAWLBASE,
+            common_shapes=[shape_hash(line_shape(cls.menu))],
+        )
+        cls.page = Page.objects.create(
+            source=cls.source,
+            url="https://docs.example.com/guide/",
+            title=f"Guide {XSS}",
+            status=Page.Status.LIVE,
+            content_hash="ab" * 32,
+            markdown=NEW,
+            last_verified_at=now - timedelta(days=10),
+            last_changed_at=now - timedelta(days=10),
+            last_error=f"site status 503 {XSS}",
+            failure_count=2,
+            last_failure_at=now - timedelta(hours=1),
+            embedding_tokens=1234,
+        )
+        cls.gone = Page.objects.create(
+            source=cls.source,
+            url="https://docs.example.com/old/",
+            title="Old page",
+            status=Page.Status.GONE,
+        )
+        cls.v1 = PageVersion.objects.create(
+            page=cls.page,
+            kind=PageVersion.Kind.CHANGED,
+            content_hash="aa" * 32,
+            markdown=OLD,
+            recorded_at=now - timedelta(days=20),
+        )
+        cls.v2 = PageVersion.objects.create(
+            page=cls.page,
+            kind=PageVersion.Kind.CHANGED,
+            content_hash="ab" * 32,
+            markdown=NEW,
+            recorded_at=now - timedelta(days=10),
+        )
+        cls.chunk = Chunk.objects.create(
+            page=cls.page,
+            position=0,
+            heading=f"Guide › Use {XSS}",
+            text=f"Call it {XSS}",
+            embed_hash="cd" * 32,
+            token_count=42,
+        )
+        Embedding.objects.create(
+            space="test/x/3", text_hash="cd" * 32, vector=[1, 0, 0], token_count=42
+        )
+        EmbeddingUsage.objects.create(
+            day=now.date(), space="test/x/3", requests=2, inputs=3, tokens=1234567
+        )
+        cls.delivery = Delivery.objects.create(
+            rid="r1",
+            url=cls.page.url,
+            page=cls.page,
+            version=cls.v2,
+            state=Delivery.State.DONE,
+            outcome=Delivery.Outcome.EMBEDDED,
+            original_status=200,
+            crawler_status=200,
+            embedding_tokens=321,
+            embedding_requests=1,
+            error=f"2 new chunk texts {XSS}",
+            received_at=now - timedelta(days=10),
+        )
+        cls.push = Push.objects.create(
+            rid="push-1", page=cls.page, url=cls.page.url, error=f"refused {XSS}"
+        )
+        LineShape.objects.create(
+            source=cls.source,
+            shape=shape_hash(line_shape(cls.menu)),
+            pages=57,
+            example=cls.menu,
+        )
+        LineShape.objects.create(
+            source=cls.source, shape=1, pages=3, example=f"Rare line {XSS}"
+        )
+        cls.answered = QueryLog.objects.create(
+            kind=QueryLog.Kind.QUERY,
+            text=f"How do I start? {XSS}",
+            answer=f"Call example.start() [1] {XSS}",
+            chunk_ids=[cls.chunk.pk],
+            scores=[0.5],
+            latency_ms=12,
+            user=cls.editor,
+        )
+        cls.abstained = QueryLog.objects.create(
+            kind=QueryLog.Kind.QUERY,
+            text="What is the airspeed of a swallow?",
+            answer="The index holds no evidence for this question.",
+            abstained=True,
+            latency_ms=9,
+        )
