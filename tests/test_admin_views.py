@@ -303,7 +303,8 @@ class DurationFormTests(AdminWorld):
         self.client.post(
             url,
             {"name": "Words", "fetcher": "direct", "recrawl_every": "1 day 12 hours",
-             "max_pages": "10", "crawlbase_format": "html"},
+             "max_pages": "10", "crawlbase_format": "html", "max_depth": "3",
+             "recrawl_min": "1 hour", "recrawl_max": "30 days"},
         )  # fmt: skip
 
         assert Source.objects.get(name="Words").recrawl_every == timedelta(hours=36)

@@ -81,6 +81,6 @@ class GroupScopeTests(IngestWorld):
             page_html("Keys", ("Secret", "The signing keys live here.")),
         )
 
-        assert delivery.outcome == Delivery.Outcome.REJECTED
+        assert delivery.outcome == Delivery.Outcome.OUT_OF_SCOPE
         assert not Page.objects.filter(url__contains="/private/").exists()
         assert search_run(query="signing keys", user=None, k=5, log=False) == []
