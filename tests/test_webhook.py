@@ -7,7 +7,7 @@ import gzip
 import json
 from unittest import mock
 
-from django.db import InterfaceError, OperationalError
+from django.db import InterfaceError, OperationalError, connection
 from django.test import override_settings
 from django_q.models import OrmQ
 
@@ -320,3 +320,25 @@ class WebhookTests(IngestWorld):
         self.assert_error(response, 500, "internal_error")
         assert "RuntimeError" in logs.output[0]
         assert not any("Requirements" in line or TOKEN in line for line in logs.output)
+
+
+class DuplicateLogTests(IngestWorld):
+    def test_a_repeated_rid_leaves_no_body_in_the_database_log(self):
+        from kbsite.pgembedded.server import EmbeddedPostgres
+
+        root = connection.settings_dict.get("EMBEDDED_ROOT")
+        if root is None:
+            self.skipTest("DATABASE_URL is set: the server's log is not this test's")
+        log = EmbeddedPostgres.at(root).log_file
+        body = "<p>" + "marker-of-the-page-body " * 40_000 + "</p>"  # ~1 MB
+        self.receive(body=body, rid="same-rid")
+        before = log.stat().st_size
+
+        for _ in range(3):
+            self.receive(body=body, rid="same-rid")
+
+        assert Delivery.objects.filter(rid="same-rid").count() == 1
+        assert log.stat().st_size - before < 10_000
+        assert (
+            "marker-of-the-page-body" not in log.read_text(errors="replace")[-50_000:]
+        )
