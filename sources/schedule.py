@@ -1,18 +1,21 @@
 """Adaptive recrawl intervals: spending a source's crawl budget on its pages.
 
 Pure arithmetic on floats, with no Django: rates are changes per hour, intervals are
-hours, a crawl budget is checks per day. This module is the public face of three:
+hours, a crawl budget is checks per day. This module is the public face of four:
 ``sources.change_rate`` estimates a page's rate from its checks,
-``sources.staleness`` prices one page's staleness (``Plan``, ``next_interval``), and
-this one spends a source's budget. Three steps, so a planner can run the expensive
-one rarely:
+``sources.staleness`` prices one page's staleness (``Plan``, ``next_interval``),
+this one spends a budget in the steady state (``plan_checks``) and
+``sources.day_plan`` plans a source's next day. A planner does:
 
-1. ``estimate_rate``: a page's rate from its own history of checks.
-2. ``plan_checks``: for one source, the price of a check (a Lagrange multiplier) that
-   spends the source's crawl budget where it lowers staleness most.
-3. ``next_interval``: one page's interval from its rate and its source's plan.
+1. At every check of a page: ``estimate_rate`` from its history of checks, then
+   ``next_interval`` under its source's current plan; the next check is due that
+   many hours later.
+2. Once a day per source: ``checks_for_today`` (the budget, corrected by what the
+   last days spent), ``plan_day`` over every page's rate and hours since its last
+   check, then ``retime`` every page: its new interval, due that long after its last
+   check (at once when that is past). ``plan_day`` counts on every page re-timed.
 
-``allocate`` does 2 and 3 for a whole list of rates. Failed crawls are not
+``allocate`` applies ``plan_checks`` to a list of rates. Failed crawls are not
 observations and are not scheduled here: ``Page.mark_failed`` brings them back
 sooner with its own exponential backoff.
 """
@@ -31,6 +34,7 @@ from sources.change_rate import (
     estimate_rate,
     rate_from_counts,
 )
+from sources.day_plan import checks_for_today, plan_day, retime
 from sources.staleness import (
     STALE_WEIGHT,
     STILL_RATE,
@@ -52,12 +56,15 @@ __all__ = [
     "Check",
     "Plan",
     "allocate",
+    "checks_for_today",
     "estimate_rate",
     "expected_age",
     "expected_freshness",
     "next_interval",
     "plan_checks",
+    "plan_day",
     "rate_from_counts",
+    "retime",
 ]
 
 # Nodes per tenfold of rate on which the multiplier is solved.
