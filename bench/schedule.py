@@ -10,17 +10,20 @@ pages), within the same bounds (1 hour to 30 days):
   longest interval), scaled to the budget;
 - adaptive, learned: ``sources.schedule`` as the product runs it, knowing nothing at
   the start: every page starts at the uniform interval, each check's outcome goes into
-  the page's history and sets its rate and next interval, and the source's plan is
-  computed again once a day;
+  the page's history and sets its rate and next interval; once a day the source's
+  plan is made for the next 24 hours from every page's rate and time since its last
+  check, and every page is re-timed to it. It sees only what a planner sees: when
+  each page was checked and whether its content had changed;
 - adaptive, true rates: the same allocation given the true rates, an upper reference.
 
 Each starts in the steady state of weekly crawling (or, with known rates, of its own
 intervals), and checks happen exactly when due, with no cap on a day's crawls: the
-plans alone hold the budget, and the crawls actually made are printed. Reported over
-the month (and the learned schedule over its last week too): freshness, the share of
-time a page's copy is current; the mean age of a stale copy, how long ago it missed
-its first change; and the mean staleness age over all copies (0 while current).
-Last, the CPU time of planning 100,000 pages from their rates.
+plans alone hold the budget, and the crawls actually made are printed, a day's on
+average and the fewest and most of any day. Reported over the month (and the
+learned schedule over its last week too): freshness, the share of time a page's copy
+is current; the mean age of a stale copy, how long ago it missed its first change;
+and the mean staleness age over all copies (0 while current). Last, the CPU time of
+planning 100,000 pages from their rates, in the steady state and for a day.
 
     .venv/bin/python -m bench.schedule [--pages 10000] [--days 30] [--seed 7]
 """
@@ -101,6 +104,7 @@ class Month:
         self.due = self.synced + self.intervals
         self.changes = self.synced + self._waits(np.arange(len(rates)))
         self.crawls = 0
+        self.per_day = np.zeros(math.ceil(days), dtype=int)
         last_week = max(self.end - 7 * HOURS_PER_DAY, 0.0)
         self.tallies = [Tally(0.0), Tally(last_week)]
 
@@ -133,6 +137,8 @@ class Month:
         self.changes[pages] = at + self._waits(pages)
         self.due[pages] = at + self.intervals[pages]
         self.crawls += len(pages)
+        day = np.minimum(at // HOURS_PER_DAY, len(self.per_day) - 1).astype(int)
+        np.add.at(self.per_day, day, 1)
 
     def observe(
         self, pages: np.ndarray, hours: np.ndarray, changed: np.ndarray
@@ -146,11 +152,11 @@ class Month:
 class LearningMonth(Month):
     """The product's schedule: rates estimated from each page's own checks.
 
-    As the product would run it: each check updates the page's rate and its next
-    interval at once, under its source's current plan, and once a day the plan (the
-    price of a check) is computed again from every page's rate. A new plan reaches a
-    page at its next check: moving every page's next check at once, whenever the
-    plan moves, would send a burst of pages due together and spend over the budget.
+    As the product runs it: each check updates the page's rate and its next
+    interval at once, under its source's current plan. Once a day the plan is made
+    again for the next 24 hours from every page's rate and hours since its last
+    check, for the budget corrected by the last week's spending, and every page is
+    re-timed to it: due its new interval after its last check, at once if past.
     """
 
     def __init__(self, rates: np.ndarray, *, budget: float, days: float, seed: int):
@@ -175,7 +181,20 @@ class LearningMonth(Month):
             self.intervals[page] = schedule.next_interval(rate, self.plan)
 
     def replan(self, now: float) -> None:
-        self.plan = plan(self.estimates, self.budget)
+        day = int(now // HOURS_PER_DAY)
+        week = self.per_day[max(day - 7, 0) : day]
+        today = schedule.checks_for_today(
+            self.budget, spent=float(week.sum()), days=len(week)
+        )
+        ages = (now - self.synced).tolist()
+        self.plan = schedule.plan_day(
+            zip(self.estimates, ages, strict=True),
+            budget_per_day=today,
+            min_hours=MIN_HOURS,
+            max_hours=MAX_HOURS,
+        )
+        self.intervals = np.array(schedule.retime(self.estimates, self.plan))
+        self.due = np.maximum(self.synced + self.intervals, now)
 
 
 def plan(rates: list[float], budget: float) -> schedule.Plan:
@@ -221,31 +240,41 @@ def main() -> None:
         f"intervals from {MIN_HOURS:g} h to {MAX_HOURS / HOURS_PER_DAY:g} days"
     )
     print(
-        f"{'schedule':<24}{'crawls/day':>11}{'freshness':>11}"
+        f"{'schedule':<24}{'crawls/day':>11}{'day range':>14}{'freshness':>11}"
         f"{'stale copy age':>16}{'staleness age':>15}{'seconds':>9}"
     )
     ages = {}
     for name, start in schedules.items():
         started = time.perf_counter()
         run = start().run()
-        seconds = time.perf_counter() - started
+        seconds = f"{time.perf_counter() - started:.1f}"
         ages[name] = run.tallies[0].row()[2]
-        print(line(name, run.crawls / args.days, run.tallies[0].row(), seconds))
+        days = f"{run.per_day.min():,}–{run.per_day.max():,}"
+        spend = (f"{run.crawls / args.days:,.0f}", days)
+        print(line(name, spend, run.tallies[0].row(), seconds))
         if isinstance(run, LearningMonth):
-            print(line("  its last 7 days", None, run.tallies[1].row(), None))
+            print(line("  its last 7 days", ("", ""), run.tallies[1].row(), ""))
     cut = 1 - ages["adaptive, learned"] / ages["uniform"]
-    print(f"adaptive, learned: {cut:.0%} less mean staleness age than uniform")
-    print(f"intervals for 100,000 pages from their rates: {allocation_seconds():.2f} s")
+    print(f"adaptive, learned: {cut:.1%} less mean staleness age than uniform")
+    steady, day = allocation_seconds()
+    print(f"intervals for 100,000 pages from their rates: {steady:.2f} s")
+    print(f"a day's plan for 100,000 pages and their new intervals: {day:.2f} s")
 
 
-def allocation_seconds() -> float:
-    """CPU time of ``plan_checks`` and ``next_interval`` over 100,000 rates."""
-    rates = true_rates(100_000, np.random.default_rng(0)).tolist()
+def allocation_seconds() -> tuple[float, float]:
+    """CPU time of ``plan_checks`` and every page's interval over 100,000 rates, and
+    of ``plan_day`` and ``retime`` over 100,000 rates and hours since their checks."""
+    rng = np.random.default_rng(0)
+    rates = true_rates(100_000, rng).tolist()
+    ages = rng.uniform(0, 14 * HOURS_PER_DAY, len(rates)).tolist()
+    bounds = {"min_hours": MIN_HOURS, "max_hours": MAX_HOURS}
     started = time.process_time()
-    chosen = plan(rates, len(rates) / 7)
-    for rate in rates:
-        schedule.next_interval(rate, chosen)
-    return time.process_time() - started
+    schedule.retime(rates, plan(rates, len(rates) / 7))
+    middle = time.process_time()
+    pages = zip(rates, ages, strict=True)
+    day = schedule.plan_day(pages, budget_per_day=len(rates) / 7, **bounds)
+    schedule.retime(rates, day)
+    return middle - started, time.process_time() - middle
 
 
 def uniform(rates: np.ndarray, budget: float) -> np.ndarray:
@@ -258,17 +287,12 @@ def known(rates: np.ndarray, budget: float) -> np.ndarray:
 
 
 def line(
-    name: str,
-    crawls: float | None,
-    row: tuple[float, float, float],
-    seconds: float | None,
+    name: str, spend: tuple[str, str], row: tuple[float, float, float], seconds: str
 ) -> str:
     freshness, stale_age, age = row
-    crawls_text = f"{crawls:,.0f}" if crawls is not None else ""
-    seconds_text = f"{seconds:.1f}" if seconds is not None else ""
     return (
-        f"{name:<24}{crawls_text:>11}{freshness:>11.1%}"
-        f"{stale_age:>14.1f} h{age:>13.1f} h{seconds_text:>9}"
+        f"{name:<24}{spend[0]:>11}{spend[1]:>14}{freshness:>11.1%}"
+        f"{stale_age:>14.1f} h{age:>13.1f} h{seconds:>9}"
     )
 
 

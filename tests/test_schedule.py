@@ -5,6 +5,7 @@ import math
 import random
 import statistics
 import time
+from dataclasses import dataclass
 
 import pytest
 
@@ -12,25 +13,19 @@ from sources.schedule import (
     Check,
     Plan,
     allocate,
+    checks_for_today,
     estimate_rate,
     expected_age,
     expected_freshness,
     next_interval,
     plan_checks,
-    rate_from_counts,
+    plan_day,
+    retime,
 )
 
 HOUR, DAY, WEEK = 1.0, 24.0, 168.0
 MONTH = 30 * DAY
-
-
-def history(rate: float, checks: int, every: float, rng: random.Random) -> list[Check]:
-    """Checks roughly ``every`` hours apart (±40%) of a Poisson page of ``rate``."""
-    result = []
-    for _ in range(checks):
-        hours = every * rng.uniform(0.6, 1.4)
-        result.append(Check(hours, rng.random() < 1 - math.exp(-rate * hours)))
-    return result
+BOUNDS = {"min_hours": HOUR, "max_hours": MONTH}
 
 
 def spread_of_rates(pages: int, rng: random.Random) -> list[float]:
@@ -41,138 +36,90 @@ def spread_of_rates(pages: int, rng: random.Random) -> list[float]:
     ]
 
 
-def run_source(
-    rates: list[float], *, budget_per_day: float, days: float, seed: int = 1
-) -> tuple[list[float], list[float]]:
-    """A source run as the product runs it, from no history at all: each check
-    updates its page's rate and interval, the plan is made again every day.
-    Returns the pages' last intervals and rates."""
+def checks_in_a_day(pages: list[tuple[float, float]], intervals: list[float]) -> int:
+    """Checks in the next 24 hours of pages of these ages, each due its interval
+    after its last check (at once when that is past), then every interval."""
+    count = 0
+    for (_, age), interval in zip(pages, intervals, strict=True):
+        wait = max(interval - age, 0.0)
+        while wait < DAY:
+            count += 1
+            wait += interval
+    return count
+
+
+@dataclass
+class Outcome:
+    intervals: list[float]
+    estimates: list[float]
+    crawls: int
+    freshness: float
+    staleness_age: float
+
+
+def simulate(
+    rates: list[float], *, budget_per_day: float, days: int, learn: bool, seed: int = 1
+) -> Outcome:
+    """A source of Poisson pages crawled for ``days`` from the steady state of
+    weekly crawling (each page at a random point of its week, nothing learned).
+
+    Learning, it runs as the product does: each check updates its page's rate and
+    interval; every day the plan is made for the next 24 hours and every page is
+    re-timed to it. Otherwise every page is checked weekly. Freshness and the mean
+    staleness age (hours since the first missed change, 0 while current) are
+    measured over the run."""
     rng = random.Random(seed)
-    bounds = {"min_hours": HOUR, "max_hours": MONTH}
+
+    def wait(rate: float) -> float:
+        return rng.expovariate(rate) if rate > 0 else math.inf
+
+    synced = [-rng.random() * WEEK for _ in rates]
+    missed = [at + wait(rate) for at, rate in zip(synced, rates, strict=True)]
     histories: list[list[Check]] = [[] for _ in rates]
-    estimates = [1 / WEEK] * len(rates)
-    intervals = [WEEK] * len(rates)
-    due = [(rng.random() * WEEK, page, 0.0) for page in range(len(rates))]
-    heapq.heapify(due)
-    planned_at = -math.inf
-    while due[0][0] < days * DAY:
-        at, page, previous = heapq.heappop(due)
-        if at - planned_at >= DAY:
-            plan = plan_checks(estimates, budget_per_day=budget_per_day, **bounds)
-            planned_at = at
-        hours = at - previous
-        changed = rng.random() < 1 - math.exp(-rates[page] * hours)
-        histories[page].append(Check(hours, changed))
-        estimates[page] = estimate_rate(histories[page], default_hours=WEEK)
-        intervals[page] = next_interval(estimates[page], plan)
-        heapq.heappush(due, (at + intervals[page], page, at))
-    return intervals, estimates
+    estimates, intervals = [1 / WEEK] * len(rates), [WEEK] * len(rates)
+    plan = plan_checks(estimates, budget_per_day=budget_per_day, **BOUNDS)
+    spent: list[int] = []
+    fresh = age = 0.0
 
+    def look(page: int, until: float) -> None:
+        nonlocal fresh, age
+        first = missed[page]  # the copy's first missed change
+        fresh += max(min(first, until) - max(synced[page], 0.0), 0.0)
+        if first < until:
+            age += ((until - first) ** 2 - (max(first, 0.0) - first) ** 2) / 2
 
-# -- estimating how often a page changes ---------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("true_rate", "every"),
-    [(1 / 1000, WEEK), (1 / WEEK, DAY), (1 / 48, DAY), (0.1, 5.0)],
-)
-def test_the_estimate_converges_to_the_true_rate_on_simulated_histories(
-    true_rate, every
-):
-    rng = random.Random(7)
-
-    def typical_error(checks: int) -> float:
-        errors = []
-        for _ in range(60):
-            checks_seen = history(true_rate, checks, every, rng)
-            estimate = estimate_rate(
-                checks_seen, default_hours=WEEK, half_life_hours=math.inf
-            )
-            errors.append(abs(math.log(estimate / true_rate)))
-        return statistics.median(errors)
-
-    assert typical_error(400) < typical_error(25)
-    assert typical_error(400) < 0.15  # within 15% of the truth
-
-
-def test_it_counts_the_changes_missed_between_checks():
-    rng = random.Random(3)
-    checks_seen = history(1 / 10, 300, DAY, rng)  # about 2.4 changes per check
-    naive = sum(c.changed for c in checks_seen) / sum(c.hours for c in checks_seen)
-
-    estimate = estimate_rate(checks_seen, default_hours=WEEK)
-
-    assert naive < 1 / 20
-    assert 1 / 12 < estimate < 1 / 8
-
-
-def test_a_page_with_no_history_starts_at_its_sources_default():
-    assert estimate_rate([], default_hours=WEEK) == pytest.approx(1 / WEEK)
-
-
-def test_with_a_faint_prior_regular_checks_give_the_maximum_likelihood():
-    checks_seen = [Check(10.0, True)] * 3 + [Check(10.0, False)] * 7
-
-    estimate = estimate_rate(
-        checks_seen, default_hours=WEEK, spread=1e6, half_life_hours=math.inf
+    for day in range(days):
+        now = day * DAY
+        if learn:
+            week = spent[-7:]
+            today = checks_for_today(budget_per_day, spent=sum(week), days=len(week))
+            ages = [now - at for at in synced]
+            pages = zip(estimates, ages, strict=True)
+            plan = plan_day(pages, budget_per_day=today, **BOUNDS)
+            intervals = retime(estimates, plan)
+        due = [
+            (max(at + every, now), page)
+            for page, (at, every) in enumerate(zip(synced, intervals, strict=True))
+        ]
+        heapq.heapify(due)
+        spent.append(0)
+        while due[0][0] < now + DAY:
+            at, page = heapq.heappop(due)
+            look(page, at)
+            changed = missed[page] <= at
+            if learn:
+                histories[page].append(Check(at - synced[page], changed))
+                estimates[page] = estimate_rate(histories[page], default_hours=WEEK)
+                intervals[page] = next_interval(estimates[page], plan)
+            synced[page], missed[page] = at, at + wait(rates[page])
+            spent[-1] += 1
+            heapq.heappush(due, (at + intervals[page], page))
+    for page in range(len(rates)):
+        look(page, days * DAY)
+    page_hours = len(rates) * days * DAY
+    return Outcome(
+        intervals, estimates, sum(spent), fresh / page_hours, age / page_hours
     )
-
-    assert estimate == pytest.approx(-math.log(7 / 10) / 10, rel=1e-6)
-
-
-def test_the_bias_reduced_estimate_for_regular_checks_stays_finite():
-    assert rate_from_counts(10, 0, 24.0) == 0.0
-    assert rate_from_counts(10, 3, 24.0) == pytest.approx(-math.log(7.5 / 10.5) / 24)
-    assert rate_from_counts(10, 10, 24.0) == pytest.approx(math.log(21) / 24)
-
-
-def test_the_bias_reduced_estimate_is_close_to_unbiased_where_counting_is_not():
-    rng = random.Random(11)
-    true_rate, interval, checks = 1 / 20, 24.0, 40
-    corrected, counted = [], []
-    for _ in range(2000):
-        changes = sum(
-            rng.random() < 1 - math.exp(-true_rate * interval) for _ in range(40)
-        )
-        corrected.append(rate_from_counts(checks, changes, interval))
-        counted.append(changes / (checks * interval))
-
-    assert statistics.mean(corrected) == pytest.approx(true_rate, rel=0.05)
-    assert statistics.mean(counted) < 0.8 * true_rate
-
-
-def test_a_page_that_changed_at_every_check_gets_a_finite_fast_rate():
-    estimate = estimate_rate([Check(WEEK, True)] * 20, default_hours=WEEK)
-
-    assert 1 / 30 < estimate < math.inf
-
-
-def test_a_page_that_never_changes_keeps_slowing_down():
-    estimates = [
-        estimate_rate([Check(WEEK, False)] * checks, default_hours=WEEK)
-        for checks in (1, 4, 16, 64)
-    ]
-
-    assert estimates == sorted(estimates, reverse=True)
-    assert estimates[-1] < 1 / (50 * WEEK)
-
-
-def test_a_page_whose_behaviour_changes_is_followed():
-    busy, quiet = [Check(DAY, True)] * 90, [Check(DAY, False)] * 90
-
-    went_quiet = estimate_rate(busy + quiet, default_hours=WEEK)
-    woke_up = estimate_rate(quiet + busy, default_hours=WEEK)
-
-    assert went_quiet < 1 / WEEK
-    assert woke_up > 1 / DAY
-
-
-def test_checks_of_no_length_are_ignored():
-    checks_seen = [Check(DAY, True), Check(DAY, False)]
-
-    with_noise = estimate_rate([*checks_seen, Check(0.0, True)], default_hours=WEEK)
-
-    assert with_noise == estimate_rate(checks_seen, default_hours=WEEK)
 
 
 # -- spending a crawl budget -----------------------------------------------------------
@@ -296,16 +243,90 @@ def test_it_plans_100000_pages_in_well_under_two_seconds():
     assert time.process_time() - started < 2.0
 
 
+# -- planning a day ------------------------------------------------------------------
+
+
+def test_a_days_plan_spends_the_days_budget_whatever_the_pages_ages():
+    rng = random.Random(5)
+    rates = spread_of_rates(3000, rng)
+    for ages in ([rng.uniform(0, WEEK) for _ in rates], [0.0] * 1500 + [WEEK] * 1500):
+        pages = list(zip(rates, ages, strict=True))
+
+        plan = plan_day(pages, budget_per_day=500, **BOUNDS)
+
+        assert checks_in_a_day(pages, retime(rates, plan)) == pytest.approx(
+            500, rel=0.02
+        )
+
+
+def test_pages_far_from_their_next_check_leave_the_day_to_the_others():
+    rng = random.Random(5)
+    rates = spread_of_rates(3000, rng)
+    steady = plan_checks(rates, budget_per_day=500, **BOUNDS)
+    intervals = retime(rates, steady)
+    half_just_checked = [
+        (rate, 0.0 if page % 2 else rng.random() * intervals[page])
+        for page, rate in enumerate(rates)
+    ]
+
+    plan = plan_day(half_just_checked, budget_per_day=500, **BOUNDS)
+
+    assert checks_in_a_day(half_just_checked, intervals) < 0.7 * 500
+    assert plan.multiplier < steady.multiplier  # cheaper checks: shorter intervals
+    assert checks_in_a_day(half_just_checked, retime(rates, plan)) == pytest.approx(
+        500, rel=0.02
+    )
+
+
+def test_overdue_pages_do_not_all_fall_due_on_one_day():
+    rng = random.Random(5)
+    rates = spread_of_rates(3000, rng)
+    steady = plan_checks(rates, budget_per_day=500, **BOUNDS)
+    overdue = [(rate, rng.uniform(0, 2 * WEEK)) for rate in rates]
+
+    plan = plan_day(overdue, budget_per_day=500, **BOUNDS)
+
+    assert checks_in_a_day(overdue, retime(rates, steady)) > 2 * 500
+    assert checks_in_a_day(overdue, retime(rates, plan)) <= 500 * 1.02
+
+
+def test_a_day_with_budget_for_everything_or_nothing_sits_at_the_bounds():
+    pages = [(1.0, 0.0), (0.01, 5.0), (0.0, math.inf)]
+
+    assert plan_day(pages, budget_per_day=1000, **BOUNDS).multiplier == 0
+    assert plan_day(pages, budget_per_day=0.5, **BOUNDS).multiplier == math.inf
+    assert plan_day([], budget_per_day=10, **BOUNDS).multiplier == 0
+
+
+def test_spending_short_of_the_budget_is_made_up_over_the_next_days():
+    assert checks_for_today(100, spent=0, days=0) == 100
+    assert checks_for_today(100, spent=630, days=7) == pytest.approx(110)
+    assert checks_for_today(100, spent=770, days=7) == pytest.approx(90)
+    assert checks_for_today(100, spent=0, days=30) == 200  # at most twice
+    assert checks_for_today(100, spent=10_000, days=7) == 50  # at least half
+
+
+def test_it_plans_a_day_of_100000_pages_and_retimes_them_in_well_under_two_seconds():
+    rng = random.Random(5)
+    rates = spread_of_rates(100_000, rng)
+    pages = [(rate, rng.uniform(0, 2 * WEEK)) for rate in rates]
+    started = time.process_time()  # this process's CPU, whatever else runs
+
+    retime(rates, plan_day(pages, budget_per_day=14_290, **BOUNDS))
+
+    assert time.process_time() - started < 2.0
+
+
 # -- learning and planning together ------------------------------------------------
 
 
 def test_a_changelog_page_converges_to_the_shortest_interval():
     rates = [1.0] + [1 / 48] * 20  # changes hourly, among pages changing every 2 days
 
-    intervals, estimates = run_source(rates, budget_per_day=150, days=14)
+    source = simulate(rates, budget_per_day=150, days=14, learn=True)
 
-    assert intervals[0] == HOUR
-    assert estimates[0] > 1 / 2
+    assert source.intervals[0] == HOUR
+    assert source.estimates[0] > 1 / 2
 
 
 def test_an_archive_page_drifts_to_the_maximum_interval():
@@ -314,11 +335,23 @@ def test_an_archive_page_drifts_to_the_maximum_interval():
         math.exp(rng.uniform(math.log(1 / 8760), 0)) for _ in range(45)
     ]
 
-    after_a_month, _ = run_source(rates, budget_per_day=50 / 7, days=30)
-    after_half_a_year, _ = run_source(rates, budget_per_day=50 / 7, days=180)
+    after_a_month = simulate(rates, budget_per_day=50 / 7, days=30, learn=True)
+    after_half_a_year = simulate(rates, budget_per_day=50 / 7, days=180, learn=True)
 
-    assert all(2 * WEEK < interval < MONTH for interval in after_a_month[:5])
-    assert after_half_a_year[:5] == [MONTH] * 5
+    assert all(2 * WEEK < interval < MONTH for interval in after_a_month.intervals[:5])
+    assert after_half_a_year.intervals[:5] == [MONTH] * 5
+
+
+def test_a_month_of_learning_from_nothing_beats_weekly_crawling_at_its_budget():
+    rates = spread_of_rates(2000, random.Random(5))
+    budget = len(rates) / 7  # a check per page per week
+
+    weekly = simulate(rates, budget_per_day=budget, days=30, learn=False)
+    learned = simulate(rates, budget_per_day=budget, days=30, learn=True)
+
+    assert learned.crawls == pytest.approx(weekly.crawls, rel=0.01)
+    assert learned.staleness_age < 0.85 * weekly.staleness_age
+    assert learned.freshness > weekly.freshness
 
 
 def test_expected_freshness_and_age_match_a_simulated_page():
