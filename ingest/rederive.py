@@ -4,6 +4,7 @@ change (the boilerplate learned for their source), without crawling."""
 from __future__ import annotations
 
 from django.db import transaction
+from django.db.models import QuerySet
 from django_q.tasks import async_task
 
 from ingest import wire
@@ -47,6 +48,18 @@ def page_rederive(*, page: Page) -> bool:
     """New Markdown and chunks from the page's stored body, under the source's current
     rules; only chunk texts new to the index are embedded. False if nothing changed
     (or a newer delivery got there first)."""
+    return page_rederive_counted(page=page) is not None
+
+
+def pages_stale_extraction() -> QuerySet[Page]:
+    """Live pages whose Markdown an older extractor made, with their stored body."""
+    pages = Page.objects.filter(status=Page.Status.LIVE).exclude(raw_body=None)
+    stale = pages.exclude(extractor_version=EXTRACTOR_VERSION).order_by("pk")
+    return stale.select_related("source")
+
+
+def page_rederive_counted(*, page: Page) -> int | None:
+    """``page_rederive``, returning the tokens embedded for it (None: unchanged)."""
     seen = page.last_crawled_at
     try:
         content = source_content(
@@ -55,14 +68,16 @@ def page_rederive(*, page: Page) -> bool:
             content_type=page.raw_content_type,
         )
     except (wire.DeliveryError, EmptyContent):
-        return False
+        return None
     if content.digest == page.content_hash:
-        return False
-    drafts, _ = content_embed(content=content, page=page)
+        if page.extractor_version != EXTRACTOR_VERSION:
+            Page.objects.filter(pk=page.pk).update(extractor_version=EXTRACTOR_VERSION)
+        return None
+    drafts, report = content_embed(content=content, page=page)
     with transaction.atomic():
         locked = page_lock(page)
         if locked.last_crawled_at != seen or not locked.is_live:
-            return False
+            return None
         page_chunks_replace(page=locked, drafts=drafts)
         locked.mark_rederived(
             title=content.title, markdown=content.markdown, digest=content.digest
@@ -75,4 +90,4 @@ def page_rederive(*, page: Page) -> bool:
             content_hash=content.digest,
             markdown=content.markdown,
         )
-    return True
+    return report.tokens
