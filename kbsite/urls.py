@@ -4,7 +4,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from kbsite.views import healthz
-from retrieval.views import ask
+from retrieval.views import ask, ask_feedback
 
 admin.site.site_header = "Knowledge base"
 admin.site.site_title = "Knowledge base admin"
@@ -12,6 +12,7 @@ admin.site.index_title = "Sources, pages and the index"
 
 urlpatterns = [
     path("", ask, name="ask"),
+    path("feedback/", ask_feedback, name="ask-feedback"),
     path("accounts/login/", LoginView.as_view(), name="login"),
     path("accounts/logout/", LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
