@@ -156,5 +156,12 @@ def harbor_load() -> Source:
     return source
 
 
+def ingest_markdown(url: str, markdown: str) -> None:
+    """Deliver a Markdown page and run its job; refresh what the index knows."""
+    delivery = receive_delivery(url, markdown, content_type="text/markdown")
+    delivery_process(delivery_id=delivery.pk)
+    index_statistics_refresh(force=True)
+
+
 def harbor_url(name: str) -> str:
     return f"{HARBOR}/{name}/"
