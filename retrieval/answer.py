@@ -59,18 +59,21 @@ def answer_compose(*, question: str, passages: list[Passage]) -> Answer:
 
 
 def _extractive(question: str, passages: list[Passage]) -> dict[int, Span]:
-    """The best span of the top passage, and of the next two when theirs hold the
-    question at least as well: quoting weaker passages only adds noise."""
+    """The best span of the first passage that shares a word with the question, and
+    of the next two when theirs hold the question at least as well: quoting weaker
+    passages only adds noise. If none shares a word, the top passage's first span."""
+    spans = [(p.number, best_span(question, p.text)) for p in passages[:3]]
+    found = [(number, span) for number, span in spans if span is not None]
     picked: dict[int, Span] = {}
     bar = 0.0
-    for passage in passages[:3]:
-        span = best_span(question, passage.text)
-        if span is None:
-            continue
-        if picked and span.score < max(bar, 2):
+    for number, span in found:
+        if not span.score or (picked and span.score < max(bar, 2)):
             continue
         bar = max(bar, span.score)
-        picked[passage.number] = span
+        picked[number] = span
+    if not picked and found:
+        number, span = found[0]
+        picked[number] = span
     return picked
 
 

@@ -24,7 +24,7 @@ from retrieval.search import (
     SearchResult,
     chunks_search,
 )
-from retrieval.spans import cut, excerpt
+from retrieval.spans import cut, excerpt, unmark
 from sources.models import Page, Source
 
 EXCERPT_CHARS = 300
@@ -173,7 +173,7 @@ class Citation:
         title = " ".join(self.page.title.split())
         if parts and title and " ".join(parts[0].split()) in title:
             parts = parts[1:]
-        return SEPARATOR.join(parts)
+        return unmark(SEPARATOR.join(parts))
 
     @property
     def failed_since_verified(self) -> bool:

@@ -23,6 +23,9 @@ LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s")
 # A line that names something rather than saying something: short, no sentence end.
 TERM = re.compile(r"^[^\n]{1,120}$")
 SENTENCE_STOP = (".", "!", "?", ":", ";", ",")
+# Emphasis marks at a word's edge ("*size*", "**Note**"), not inside one
+# ("max_connections").
+EMPHASIS = re.compile(r"(?<!\w)[*_]{1,2}(?=\S)|(?<=\S)[*_]{1,2}(?!\w)")
 HOW = re.compile(r"^\s*how\b|\bhow (?:do|can|to|should)\b", re.IGNORECASE)
 
 
@@ -50,7 +53,7 @@ class Span:
         text = "\n".join(
             line for line, code in fenced(text.split("\n")) if not FENCE.match(line)
         )
-        return " ".join(text.replace("`", "").replace("**", "").split())
+        return unmark(text)
 
 
 def stems(text: str) -> set[str]:
@@ -165,7 +168,9 @@ def _candidates(block: Block) -> list[str]:
 
 
 def _sentences(text: str) -> list[str]:
-    return [s.strip() for s in sentences(" ".join(text.split())) if s.strip()]
+    # Link targets go first: a sentence end inside a link's title would cut it.
+    flat = " ".join(clean_inline(text).split())
+    return [s.strip() for s in sentences(flat) if s.strip()]
 
 
 def _items(text: str) -> list[str]:
@@ -179,7 +184,7 @@ def _items(text: str) -> list[str]:
 
 
 def _item(item: str) -> str:
-    return " ".join(LIST_ITEM.sub("", item, count=1).split())
+    return " ".join(clean_inline(LIST_ITEM.sub("", item, count=1)).split())
 
 
 def _score(wanted: set[str], text: str) -> float:
@@ -218,8 +223,13 @@ def _rest_of(block: Block, sentence: str) -> str:
 
 
 def _plain(found: list[Block]) -> str:
-    text = " ".join(clean_inline(b.text) for b in found if b.kind != "heading")
-    return " ".join(text.replace("`", "").replace("**", "").split())
+    return unmark(" ".join(clean_inline(b.text) for b in found if b.kind != "heading"))
+
+
+def unmark(text: str) -> str:
+    """Markdown emphasis and code marks off, whitespace folded: plain text."""
+    text = EMPHASIS.sub("", text.replace("`", ""))
+    return " ".join(text.split())
 
 
 def _attached(block: Block) -> str:

@@ -28,6 +28,8 @@ PROBE_WORDS = 4
 # The floor is this quantile of the probes' best similarities.
 FLOOR_QUANTILE = 0.9
 SEED = 20261130
+# Advisory lock around the word counts' refresh.
+LOCK_KEY = 0x6B625F6C6578  # "kb_lex"
 
 
 @dataclass(frozen=True)
@@ -84,8 +86,10 @@ def lexemes_refresh() -> tuple[int, int]:
     )
     lexeme_table = Lexeme._meta.db_table
     with transaction.atomic():
-        chunks = live_chunk_count()
         with connection.cursor() as cursor:
+            # Two workers refreshing at once take turns rather than collide.
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [LOCK_KEY])
+            chunks = live_chunk_count()
             cursor.execute(f"DELETE FROM {lexeme_table}")
             cursor.execute(
                 f"INSERT INTO {lexeme_table} (word, chunks) "

@@ -104,10 +104,14 @@ def test_the_shared_link_shows_the_same_answer(browser, live_server):
     browser.find_element(By.NAME, "password").send_keys("a long password 1")
     browser.find_element(By.CSS_SELECTOR, "main form button[type=submit]").click()
 
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.ui import WebDriverWait
+
     answer = browser.find_element(By.ID, "answer").text
     browser.find_element(By.CSS_SELECTOR, "#feedback button[value='1']").click()
+    WebDriverWait(browser, 10).until(
+        expected_conditions.text_to_be_present_in_element((By.ID, "feedback"), "Thanks")
+    )
 
     assert "harbor queue pause NAME" in answer
-    thanks = browser.find_element(By.ID, "feedback")
-    assert "Thanks" in thanks.text
     assert QueryLog.objects.get(kind="query").feedback == QueryLog.Feedback.HELPFUL
