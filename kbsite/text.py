@@ -21,6 +21,31 @@ import tiktoken
 
 FENCE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
 HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t]*#*[ \t]*$")
+# A heading's id in the attribute syntax of Pandoc and Markdown Extra: "## Title {#id}".
+HEADING_ID = re.compile(r"[ \t]*\{#([A-Za-z0-9_.:-]{1,200})\}[ \t]*$")
+# Titles of the boxed asides of documentation (DocBook, Sphinx, MkDocs): a heading
+# with one of these names opens no section.
+ADMONITIONS = frozenset(
+    {"attention", "caution", "danger", "hint", "important", "note", "see also",
+     "seealso", "tip", "warning"}
+)  # fmt: skip
+
+
+def unmark_headings(markdown: str) -> str:
+    """Heading lines as plain lines ("###### max_connections" → "max_connections"),
+    fenced code untouched: the markers cost tokens and say nothing to a model."""
+    return "\n".join(
+        match.group(2) if not code and (match := HEADING.match(line)) else line
+        for line, code in fenced(markdown.split("\n"))
+    )
+
+
+def heading_id(text: str) -> tuple[str, str]:
+    """A heading's text without its ``{#id}``, and the id ('' if none)."""
+    match = HEADING_ID.search(text)
+    if match is None:
+        return text, ""
+    return text[: match.start()], match.group(1)
 
 
 def fenced(lines: Iterable[str]) -> Iterator[tuple[str, bool]]:

@@ -2,19 +2,23 @@
 
 With CHAT_MODEL set, an OpenAI-compatible chat model writes the answer; the passages
 reach it as numbered, delimited, untrusted data. Without one, the answer quotes the
-sentences of the passages that share most words with the question. Either way only
-markers of passages that were retrieved survive, renumbered to the citations kept.
+best span of the passages that share most words with the question (a sentence with
+the code block, table or list it introduces, a definition with its term: see
+``retrieval.spans``). Either way the answer is Markdown, and only markers of
+passages that were retrieved survive, renumbered to the citations kept; code is
+left as it is.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from django.conf import settings
 
-from kbsite.text import clean_inline, content_words, sentences
+from kbsite.text import FENCE, fenced
 from retrieval.embeddings import openai_client
+from retrieval.spans import Span, best_span
 
 MARKER = re.compile(r"\[(\d{1,3})\]")
 NO_EVIDENCE = "The index holds no evidence to answer this question."
@@ -38,52 +42,45 @@ class Passage:
 
 @dataclass(frozen=True)
 class Answer:
-    text: str
+    text: str  # Markdown
     cited: list[int]  # numbers of the passages cited, in order of relevance
+    quoted: dict[int, Span] = field(default_factory=dict)  # by passage number
 
 
 def answer_compose(*, question: str, passages: list[Passage]) -> Answer:
     if not passages:
         return Answer(text=NO_EVIDENCE, cited=[])
     if settings.CHAT_MODEL:
-        raw = _chat(question, passages)
-    else:
-        raw = _extractive(question, passages)
-    return _keep_valid_markers(raw, len(passages))
+        return _keep_valid_markers(_chat(question, passages), len(passages))
+    quoted = _extractive(question, passages)
+    raw = "\n\n".join(_quote(span, number) for number, span in quoted.items())
+    answer = _keep_valid_markers(raw or NO_EVIDENCE, len(passages))
+    return Answer(text=answer.text, cited=answer.cited, quoted=quoted)
 
 
-def _terms(text: str) -> set[str]:
-    return set(content_words(text))
-
-
-def _extractive(question: str, passages: list[Passage]) -> str:
-    """The best sentence of the top passage, and of the next two when theirs match
-    the question at least as well: quoting weaker passages only adds noise."""
-    wanted = _terms(question)
-    picked: list[str] = []
-    bar = 0
-    for passage in passages[:3]:
-        sentences = _sentences(passage.text)
-        if not sentences:
+def _extractive(question: str, passages: list[Passage]) -> dict[int, Span]:
+    """The best span of the first passage that shares a word with the question, and
+    of the next two when theirs hold the question at least as well: quoting weaker
+    passages only adds noise. If none shares a word, the top passage's first span."""
+    spans = [(p.number, best_span(question, p.text)) for p in passages[:3]]
+    found = [(number, span) for number, span in spans if span is not None]
+    picked: dict[int, Span] = {}
+    bar = 0.0
+    for number, span in found:
+        if not span.score or (picked and span.score < max(bar, 2)):
             continue
-        best = max(sentences, key=lambda s: (len(wanted & _terms(s)), -len(s)))
-        overlap = len(wanted & _terms(best))
-        if picked and overlap < max(bar, 2):
-            continue
-        bar = max(bar, overlap)
-        picked.append(f"{best} [{passage.number}]")
-    return " ".join(picked) or NO_EVIDENCE
+        bar = max(bar, span.score)
+        picked[number] = span
+    if not picked and found:
+        number, span = found[0]
+        picked[number] = span
+    return picked
 
 
-def _sentences(markdown: str) -> list[str]:
-    """Prose sentences of a passage (headings, code and tables left out)."""
-    return [
-        sentence.strip()
-        for block in clean_inline(markdown).split("\n\n")
-        if not block.lstrip().startswith(("#", "```", "|"))
-        for sentence in sentences(" ".join(block.split()))
-        if len(sentence.strip()) > 20
-    ]
+def _quote(span: Span, number: int) -> str:
+    """The span with its marker after the sentence, before what it brings along."""
+    lead = f"{span.lead} [{number}]"
+    return f"{lead}\n\n{span.attached}" if span.attached else lead
 
 
 def _chat(question: str, passages: list[Passage]) -> str:
@@ -118,12 +115,47 @@ def _attr(text: str) -> str:
 
 def _keep_valid_markers(text: str, count: int) -> Answer:
     """Drop markers of passages that do not exist; number the rest by their place
-    among the passages used, which keep their order of relevance."""
-    used = sorted({int(n) for n in MARKER.findall(text) if 1 <= int(n) <= count})
+    among the passages used, which keep their order of relevance. Code (fenced or
+    inline) is not prose: ``items[1]`` there is no marker, and spacing stays."""
+    pieces = _prose_and_code(text)
+    used = sorted(
+        {
+            int(n)
+            for piece, prose in pieces
+            if prose
+            for n in MARKER.findall(piece)
+            if 1 <= int(n) <= count
+        }
+    )
 
     def renumber(match: re.Match) -> str:
         number = int(match.group(1))
         return f"[{used.index(number) + 1}]" if number in used else ""
 
-    cleaned = re.sub(r"[ \t]{2,}", " ", MARKER.sub(renumber, text))
-    return Answer(text=re.sub(r"[ \t]+([.,;:])", r"\1", cleaned).strip(), cited=used)
+    out = []
+    for piece, prose in pieces:
+        if prose:
+            piece = re.sub(r"(?<=\S)[ \t]{2,}", " ", MARKER.sub(renumber, piece))
+            piece = re.sub(r"[ \t]+([.,;:])", r"\1", piece)
+        out.append(piece)
+    return Answer(text="".join(out).strip(), cited=used)
+
+
+INLINE_CODE = re.compile(r"(`+)(?:(?!\1).)+?\1")
+
+
+def _prose_and_code(text: str) -> list[tuple[str, bool]]:
+    """The text in pieces, each marked prose (True) or code (False)."""
+    pieces: list[tuple[str, bool]] = []
+    for line, code in fenced(text.split("\n")):
+        line += "\n"
+        if code or FENCE.match(line):
+            pieces.append((line, False))
+            continue
+        at = 0
+        for match in INLINE_CODE.finditer(line):
+            pieces.append((line[at : match.start()], True))
+            pieces.append((match.group(0), False))
+            at = match.end()
+        pieces.append((line[at:], True))
+    return pieces

@@ -21,16 +21,19 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from kbsite.text import (
+    ADMONITIONS,
     FENCE,
     HEADING,
     SENTENCE_END,
     clean_inline,
     count_tokens,
     fenced,
+    heading_id,
     sentences,
     sha256_hex,
     split_tokens,
     truncate_tokens,
+    unmark_headings,
 )
 
 MAX_TOKENS = 700
@@ -57,12 +60,14 @@ class ChunkDraft:
     embed_text: str
     embed_hash: str
     token_count: int
+    anchor: str = ""  # id of the section's heading in the page's HTML, if any
 
 
 @dataclass
 class _Section:
     path: list[str]
     lines: list[str]
+    anchor: str = ""
 
 
 def chunk_markdown(markdown: str, *, title: str = "") -> list[ChunkDraft]:
@@ -76,7 +81,7 @@ def chunk_markdown(markdown: str, *, title: str = "") -> list[ChunkDraft]:
         blocks = _blocks(section.lines)
         sticky, room = _heading_room(section, blocks)
         for text in _pack(_pieces(blocks, room_after_heading=room), sticky=sticky):
-            body = clean_inline(text)
+            body = unmark_headings(clean_inline(text))
             embed_text = f"{prefix}\n\n{body}" if prefix else body
             drafts.append(
                 ChunkDraft(
@@ -86,14 +91,16 @@ def chunk_markdown(markdown: str, *, title: str = "") -> list[ChunkDraft]:
                     embed_text=embed_text,
                     embed_hash=sha256_hex(embed_text),
                     token_count=count_tokens(embed_text),
+                    anchor=section.anchor,
                 )
             )
     return drafts
 
 
 def _prefix_parts(title: str, path: list[str]) -> list[str]:
-    """Title, then heading path, without the H1 when it only repeats the title."""
-    if path and path[0] == title:
+    """Title, then heading path, without the H1 when the title already says it
+    (titles often add the site's name: "os.path — … — Python 3.11 documentation")."""
+    if path and title and " ".join(path[0].split()) in " ".join(title.split()):
         path = path[1:]
     return [part for part in [title, *path] if part]
 
@@ -104,19 +111,40 @@ def embed_texts(drafts: list[ChunkDraft]) -> dict[str, str]:
 
 
 def _sections(markdown: str) -> Iterator[_Section]:
-    """Sections by H1–H3; a heading with no text of its own lives on in the path."""
-    path: list[str] = []
+    """Sections by H1–H3; a heading with no text of its own lives on in the path.
+
+    The path follows heading levels, not positions: a heading closes every open
+    heading of its level or deeper, so a page that starts at H2 or skips from H1 to
+    H3 still gets sibling sections, never one nested in the other. Admonition titles
+    ("Tip", "Note") are not sections. A section's anchor is its heading's ``{#id}``,
+    else the nearest enclosing heading's."""
+    open_headings: list[tuple[int, str, str]] = []  # (level, text, id)
     current = _Section(path=[], lines=[])
     for line, code in fenced(markdown.split("\n")):
         match = None if code else HEADING.match(line)
-        if match and len(match.group(1)) <= SECTION_LEVELS:
-            if _has_body(current):
-                yield current
-            level = len(match.group(1))
-            path = [*path[: level - 1], clean_inline(match.group(2))]
-            current = _Section(path=list(path), lines=[line])
+        if match is None:
+            current.lines.append(line)
             continue
-        current.lines.append(line)
+        text, anchor = heading_id(match.group(2))
+        level = len(match.group(1))
+        title = clean_inline(text)
+        if title.lower().rstrip(":") in ADMONITIONS:
+            current.lines.append(f"**{title}**")
+            continue
+        line = f"{match.group(1)} {text}"
+        if level > SECTION_LEVELS:
+            current.lines.append(line)
+            continue
+        if _has_body(current):
+            yield current
+        while open_headings and open_headings[-1][0] >= level:
+            open_headings.pop()
+        open_headings.append((level, title, anchor))
+        current = _Section(
+            path=[t for _, t, _ in open_headings],
+            lines=[line],
+            anchor=next((a for _, _, a in reversed(open_headings) if a), ""),
+        )
     if _has_body(current):
         yield current
 

@@ -2,6 +2,11 @@
 
 Every backend turns texts into unit vectors of a fixed size. Its ``space`` names
 backend, model and size together: vectors from different spaces never mix.
+
+A model reads a bounded number of its own tokens and silently ignores the rest, so
+a text longer than that is embedded as several overlapping windows, each starting
+with the text's first line (title and heading path): every part of a chunk is seen
+by one of its vectors.
 """
 
 from __future__ import annotations
@@ -18,24 +23,95 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
-from kbsite.text import content_words, truncate_tokens
+from kbsite.text import content_words, encoding, truncate_tokens
 
 if TYPE_CHECKING:
     from openai import OpenAI
 
 # OpenAI's embedding models read at most this many tokens of one input.
 MAX_INPUT_TOKENS = 8191
+# Share of a window repeated at the start of the next one, so that a passage cut
+# by a window boundary is still whole in one of them.
+WINDOW_OVERLAP = 0.125
 
 
 class Embedder(Protocol):
     space: str
     dimensions: int
+    max_input_tokens: int  # what one vector stands for; 0: no limit
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
 
+    def token_starts(self, text: str) -> list[int]: ...
 
-def space_name(backend: str, model: str, dimensions: int) -> str:
-    return f"{backend}/{model}/{dimensions}"
+
+def space_name(
+    backend: str, model: str, dimensions: int, max_input_tokens: int = 0
+) -> str:
+    """backend/model/dimensions; a window size chosen by the operator (not the
+    model's own) is part of the name, as it makes other vectors."""
+    name = f"{backend}/{model}/{dimensions}"
+    return f"{name}/w{max_input_tokens}" if max_input_tokens else name
+
+
+def space_parts(name: str) -> tuple[str, str, int, int]:
+    """Backend, model, dimensions and chosen window of a space name (a model name
+    may itself hold slashes)."""
+    backend, rest = name.split("/", 1)
+    model, *tail = rest.rsplit("/", 2)
+    if len(tail) == 2 and tail[1].startswith("w") and tail[1][1:].isdigit():
+        return backend, model, int(tail[0]), int(tail[1][1:])
+    model, dimensions = rest.rsplit("/", 1)
+    return backend, model, int(dimensions), 0
+
+
+def tiktoken_starts(text: str) -> list[int]:
+    """Where each cl100k token of ``text`` starts."""
+    _, starts = encoding().decode_with_offsets(encoding().encode_ordinary(text))
+    return starts
+
+
+def text_windows(embedder: Embedder, text: str) -> list[str]:
+    """The inputs that stand for ``text``: the text itself when the model reads it
+    whole, else overlapping windows of the body, each after the text's first
+    paragraph when that is short (chunks start with title and heading path)."""
+    limit = embedder.max_input_tokens
+    if not limit:
+        return [text]
+    starts = embedder.token_starts(text)
+    if len(starts) <= limit:
+        return [text]
+    head, _, body = text.partition("\n\n")
+    if not body or len(embedder.token_starts(head)) > limit // 4:
+        head, body = "", text
+    budget = limit - (len(embedder.token_starts(head)) + 2 if head else 0)
+    return [
+        f"{head}\n\n{part}" if head else part
+        for part in _windows(body, embedder.token_starts(body), budget)
+    ]
+
+
+def _windows(body: str, starts: list[int], size: int) -> list[str]:
+    """Pieces of at most ``size`` tokens, overlapping, cut at whitespace."""
+    step = max(1, size - int(size * WINDOW_OVERLAP))
+    pieces: list[str] = []
+    for first in range(0, len(starts), step):
+        begin = starts[first]
+        end = starts[first + size] if first + size < len(starts) else len(body)
+        if end < len(body):
+            space = max(body.rfind(" ", begin, end), body.rfind("\n", begin, end))
+            end = space if space > begin + (end - begin) // 2 else end
+        if begin and not body[begin - 1].isspace():
+            space = min(
+                (i for i in (body.find(" ", begin, end), body.find("\n", begin, end))
+                 if i != -1),
+                default=begin,
+            )  # fmt: skip
+            begin = space if space - begin < (end - begin) // 4 else begin
+        pieces.append(body[begin:end].strip())
+        if first + size >= len(starts):
+            break
+    return [piece for piece in pieces if piece]
 
 
 def _unit(vector: list[float]) -> list[float]:
@@ -54,13 +130,18 @@ class HashingEmbedder:
     nothing of synonyms, so use ``local`` or ``openai`` for real retrieval quality.
     """
 
-    def __init__(self, model: str, dimensions: int) -> None:
+    def __init__(self, model: str, dimensions: int, max_input_tokens: int = 0) -> None:
         self.model = model
         self.dimensions = dimensions
-        self.space = space_name("hashing", model, dimensions)
+        # It reads any length; windows only when asked for (tests do).
+        self.max_input_tokens = max_input_tokens
+        self.space = space_name("hashing", model, dimensions, max_input_tokens)
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         return [self._embed_one(text) for text in texts]
+
+    def token_starts(self, text: str) -> list[int]:
+        return tiktoken_starts(text)
 
     def _embed_one(self, text: str) -> list[float]:
         vector = [0.0] * self.dimensions
@@ -95,11 +176,17 @@ class OpenAIEmbedder:
     job retries the delivery later while the old chunks keep serving.
     """
 
-    def __init__(self, model: str, dimensions: int) -> None:
+    def __init__(self, model: str, dimensions: int, max_input_tokens: int = 0) -> None:
         self.model = model
         self.dimensions = dimensions
-        self.space = space_name("openai", model, dimensions)
+        self.max_input_tokens = max_input_tokens or MAX_INPUT_TOKENS
+        self.space = space_name("openai", model, dimensions, max_input_tokens)
         self.client = openai_client()
+
+    def token_starts(self, text: str) -> list[int]:
+        # OpenAI's embedding models count cl100k tokens; for other models behind
+        # an OpenAI-compatible API it is the best guess there is.
+        return tiktoken_starts(text)
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         options: dict[str, Any] = {}
@@ -124,7 +211,7 @@ class LocalEmbedder:
     with ``pip install -r requirements-local.txt``.
     """
 
-    def __init__(self, model: str, dimensions: int) -> None:
+    def __init__(self, model: str, dimensions: int, max_input_tokens: int = 0) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         try:
             from sentence_transformers import SentenceTransformer
@@ -135,7 +222,7 @@ class LocalEmbedder:
             ) from None
         self.model = model
         self.dimensions = dimensions
-        self.space = space_name("local", model, dimensions)
+        self.space = space_name("local", model, dimensions, max_input_tokens)
         self.encoder = SentenceTransformer(_local_model_path(model), device="cpu")
         size = self.encoder.get_embedding_dimension()
         if size != dimensions:
@@ -143,6 +230,16 @@ class LocalEmbedder:
                 f"EMBEDDING_DIMENSIONS={dimensions} but {model} makes {size}-dimension "
                 "vectors"
             )
+        # The model's window, less its two special tokens ([CLS], [SEP]).
+        readable = int(self.encoder.max_seq_length or 256) - 2
+        self.max_input_tokens = min(max_input_tokens or readable, readable)
+
+    def token_starts(self, text: str) -> list[int]:
+        # verbose=False: counting a long text is not feeding it to the model.
+        encoded = self.encoder.tokenizer(
+            text, add_special_tokens=False, return_offsets_mapping=True, verbose=False
+        )
+        return [start for start, _ in encoded["offset_mapping"]]
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         vectors = self.encoder.encode(
@@ -179,27 +276,31 @@ def _checked(vectors: list[list[float]], count: int, embedder: Embedder) -> list
     return vectors
 
 
-BACKENDS: dict[str, Callable[[str, int], Embedder]] = {
+BACKENDS: dict[str, Callable[[str, int, int], Embedder]] = {
     "hashing": HashingEmbedder,
     "local": LocalEmbedder,
     "openai": OpenAIEmbedder,
 }
 
 
-def build_embedder(backend: str, model: str, dimensions: int) -> Embedder:
+def build_embedder(
+    backend: str, model: str, dimensions: int, max_input_tokens: int = 0
+) -> Embedder:
     try:
         factory = BACKENDS[backend]
     except KeyError:
         raise ImproperlyConfigured(
             f"EMBEDDING_BACKEND={backend!r} is not one of: {', '.join(BACKENDS)}"
         ) from None
-    return factory(model, dimensions)
+    return factory(model, dimensions, max_input_tokens)
 
 
 @lru_cache(maxsize=4)
-def cached_embedder(backend: str, model: str, dimensions: int) -> Embedder:
-    """One embedder per backend, model and size in this process."""
-    return build_embedder(backend, model, dimensions)
+def cached_embedder(
+    backend: str, model: str, dimensions: int, max_input_tokens: int = 0
+) -> Embedder:
+    """One embedder per backend, model, size and window in this process."""
+    return build_embedder(backend, model, dimensions, max_input_tokens)
 
 
 @receiver(setting_changed)
@@ -215,4 +316,5 @@ def get_embedder() -> Embedder:
         settings.EMBEDDING_BACKEND,
         settings.EMBEDDING_MODEL,
         settings.EMBEDDING_DIMENSIONS,
+        settings.EMBEDDING_MAX_INPUT_TOKENS,
     )

@@ -7,8 +7,12 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
+from django.conf import settings
+
+from retrieval.evidence import Evidence
 from retrieval.search import SearchMode, chunks_search
-from retrieval.services import question_answer, search_run
+from retrieval.services import citations_of, question_answer
+from retrieval.spaces import space_serving
 
 
 @dataclass(frozen=True)
@@ -25,6 +29,7 @@ class Outcome:
     abstained: bool
     cited: int
     cited_right: int
+    evidence: Evidence | None = None
 
 
 def golden_load(path: Path) -> list[Golden]:
@@ -50,7 +55,9 @@ def golden_load(path: Path) -> list[Golden]:
 def golden_run(
     golden: Golden, *, k: int, mode: SearchMode = SearchMode.HYBRID
 ) -> Outcome:
-    results = search_run(query=golden.question, user=None, k=k, mode=mode, log=False)
+    # As search_run: the best chunk of each of k pages.
+    search = chunks_search(query=golden.question, user=None, k=k, mode=mode, per_page=1)
+    results = citations_of(search.hits)
     urls = [citation.page.url for citation in results]
     rank = next(
         (i for i, url in enumerate(urls, 1) if url in golden.expected_urls), None
@@ -61,7 +68,12 @@ def golden_run(
         cited = len(answer.citations)
         cited_right = sum(c.page.url in golden.expected_urls for c in answer.citations)
     return Outcome(
-        golden, rank, abstained=not results, cited=cited, cited_right=cited_right
+        golden,
+        rank,
+        abstained=search.abstained,
+        cited=cited,
+        cited_right=cited_right,
+        evidence=search.evidence,
     )
 
 
@@ -96,26 +108,36 @@ def _share(part: float, whole: int) -> float | None:
     return round(part / whole, 4) if whole else None
 
 
-def floor_suggest(golden: list[Golden], *, k: int) -> tuple[float, float]:
-    """The RELEVANCE_FLOOR that best separates the questions that should abstain from
-    the others on this golden set, and the share of questions it decides right.
+def floor_suggest(outcomes: list[Outcome]) -> tuple[float, float]:
+    """The RELEVANCE_FLOOR that best separates the questions that should abstain
+    from the others in these outcomes, and the share of questions it decides right.
 
-    A question abstains when its best cosine similarity is under the floor and no
-    chunk matches all its words, so only questions without a full-text match move.
+    A question abstains when its best cosine similarity is under the floor and it
+    has no lexical evidence, so only questions without lexical evidence move.
     """
-    points = []
-    for item in golden:
-        result = chunks_search(query=item.question, user=None, k=k)
-        points.append((result.best_similarity, result.keyword_matches > 0,
-                       not item.expected_urls))  # fmt: skip
+    points = [
+        (o.evidence.similarity, o.evidence.lexical, not o.golden.expected_urls)
+        for o in outcomes
+        if o.evidence is not None
+    ]
+    if not points:
+        return 0.0, 0.0
     candidates = sorted({round(similarity, 4) for similarity, _, _ in points} | {0.0})
     best_floor, best_right = 0.0, -1
     for low, high in zip(candidates, [*candidates[1:], 1.0], strict=True):
         floor = round((low + high) / 2, 4) if high > low else low
         right = sum(
-            (similarity < floor and not matched) == should
-            for similarity, matched, should in points
+            (similarity < floor and not lexical) == should
+            for similarity, lexical, should in points
         )
         if right > best_right:
             best_floor, best_right = floor, right
     return best_floor, best_right / len(points)
+
+
+def floor_in_force() -> float | None:
+    """RELEVANCE_FLOOR if set, else the serving space's learned floor."""
+    if settings.RELEVANCE_FLOOR is not None:
+        return settings.RELEVANCE_FLOOR
+    space = space_serving()
+    return space.floor if space is not None else None

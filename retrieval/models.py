@@ -1,26 +1,43 @@
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.conf import settings
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.contrib.auth.models import AnonymousUser, Group
 from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
-from django.contrib.postgres.search import (
-    SearchQuery,
-    SearchRank,
-    SearchVector,
-    SearchVectorField,
-)
+from django.contrib.postgres.search import SearchVector, SearchVectorField
 from django.db import models
-from django.db.models import F, Q
+from django.db.models import F, Func, Q, Value
 from django.db.models.functions import Cast
 from pgvector.django import CosineDistance, VectorField
 
 from sources.models import Page, Source
 
-# What full-text search reads: heading path and text, English stemming. Stored as a
+# Markdown link targets and titles carry no words of the text: "[VACUUM](sql-
+# vacuum.html "VACUUM")" is indexed as "[VACUUM]". (PostgreSQL's regex dialect.)
+LINK_TARGET = r"\]\((?:[^()\s]|\([^)]*\))*(?:\s+\"[^\"]*\")?\)"
+# Every line that is not a heading ("###### max_connections (integer)").
+NOT_HEADING_LINE = r"^(?!#).*$"
+
+
+def _regexp_replace(expression, pattern: str, flags: str) -> Func:
+    return Func(expression, Value(pattern), Value(""), Value(flags),
+                function="regexp_replace", output_field=models.TextField())  # fmt: skip
+
+
+# What full-text search reads, English stemming: the heading path weighs most (A),
+# then the headings inside the text (B: definition terms such as a setting or a
+# function's signature), then the text (D), all without link targets. Stored as a
 # generated column, so that ranking many matches does not parse every text again.
-CHUNK_SEARCH_VECTOR = SearchVector("heading", "text", config="english")
+_TEXT = _regexp_replace(F("text"), LINK_TARGET, "g")
+CHUNK_SEARCH_VECTOR = (
+    SearchVector("heading", config="english", weight="A")
+    + SearchVector(_regexp_replace(_TEXT, NOT_HEADING_LINE, "gn"), config="english",
+                   weight="B")
+    + SearchVector(_TEXT, config="english", weight="D")
+)  # fmt: skip
 
 
 # Who is asking: a user or an anonymous visitor from a request, or None for the
@@ -42,15 +59,6 @@ class ChunkQuerySet(models.QuerySet["Chunk"]):
         )
         return self.filter(page__source__in=sources.values("pk"))
 
-    def matching(self, query: str) -> ChunkQuerySet:
-        """Full-text matches (websearch syntax), best first, through the GIN index."""
-        search = SearchQuery(query, search_type="websearch", config="english")
-        return (
-            self.filter(search_document=search)
-            .annotate(keyword_rank=SearchRank(F("search_document"), search))
-            .order_by("-keyword_rank", "pk")
-        )
-
 
 class Chunk(models.Model):
     """A heading-delimited piece of a page, as shown to users and embedded."""
@@ -63,6 +71,11 @@ class Chunk(models.Model):
         help_text="Heading path, e.g. Install › Requirements",
     )
     text = models.TextField(help_text="The Markdown shown to users.")
+    anchor = models.CharField(
+        max_length=200,
+        blank=True,
+        help_text="Id of the section's heading in the page, e.g. VACUUM-BASICS.",
+    )
     embed_hash = models.CharField(
         max_length=64,
         help_text="SHA-256 of the text that is embedded (title, heading path, text).",
@@ -92,6 +105,11 @@ class Chunk(models.Model):
     def __str__(self) -> str:
         return f"{self.page.url} #{self.position}"
 
+    @property
+    def section_url(self) -> str:
+        """The page's URL, at this chunk's section when its heading has an id."""
+        return f"{self.page.url}#{self.anchor}" if self.anchor else self.page.url
+
 
 class EmbeddingSpace(models.Model):
     """A backend, model and size whose vectors the index holds.
@@ -109,9 +127,29 @@ class EmbeddingSpace(models.Model):
     backend = models.CharField(max_length=20)
     model = models.CharField(max_length=200)
     dimensions = models.PositiveIntegerField()
+    max_input_tokens = models.PositiveIntegerField(
+        default=0, help_text="Tokens one vector stands for, if not the model's own."
+    )
     state = models.CharField(max_length=20, choices=State.choices)
     created_at = models.DateTimeField(auto_now_add=True)
     switched_at = models.DateTimeField(null=True, blank=True)
+    floor = models.FloatField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="Cosine similarity that unrelated questions rarely reach in this "
+        "index, learned from it (RELEVANCE_FLOOR overrides it), e.g. 0.42.",
+    )
+    floor_learned_at = models.DateTimeField(null=True, blank=True, editable=False)
+    floor_chunks = models.PositiveIntegerField(
+        default=0, editable=False, help_text="Live chunks when the floor was learned."
+    )
+    floor_sample = models.JSONField(
+        default=dict,
+        blank=True,
+        editable=False,
+        help_text="What the floor was learned from: probe similarities.",
+    )
 
     class Meta:
         constraints = [
@@ -152,6 +190,10 @@ class Embedding(models.Model):
         help_text="backend/model/dimensions, e.g. openai/text-embedding-3-small/1536",
     )
     text_hash = models.CharField(max_length=64)
+    window = models.PositiveSmallIntegerField(
+        default=0,
+        help_text="Which window of a text longer than the model reads, from 0.",
+    )
     vector = VectorField()
     token_count = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -161,12 +203,13 @@ class Embedding(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(
-                fields=["space", "text_hash"], name="embedding_space_hash_uniq"
+                fields=["space", "text_hash", "window"],
+                name="embedding_space_hash_window_uniq",
             ),
         ]
 
     def __str__(self) -> str:
-        return f"{self.space} {self.text_hash[:12]}"
+        return f"{self.space} {self.text_hash[:12]} [{self.window}]"
 
 
 class EmbeddingUsage(models.Model):
@@ -198,6 +241,10 @@ class QueryLog(models.Model):
         SEARCH = "search", "Search"
         QUERY = "query", "Question"
 
+    class Feedback(models.IntegerChoices):
+        HELPFUL = 1, "Helpful"
+        UNHELPFUL = -1, "Not helpful"
+
     kind = models.CharField(max_length=10, choices=Kind.choices)
     text = models.TextField()
     user = models.ForeignKey(
@@ -211,6 +258,13 @@ class QueryLog(models.Model):
     )
     latency_ms = models.PositiveIntegerField()
     created_at = models.DateTimeField(auto_now_add=True)
+    feedback = models.SmallIntegerField(
+        choices=Feedback.choices,
+        null=True,
+        blank=True,
+        help_text="What the asker said of the answer on the Ask page.",
+    )
+    feedback_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]
@@ -218,3 +272,33 @@ class QueryLog(models.Model):
 
     def __str__(self) -> str:
         return self.text[:80]
+
+    def record_feedback(self, *, helpful: bool, at: datetime) -> None:
+        """The asker's verdict; a later one replaces an earlier one."""
+        self.feedback = self.Feedback.HELPFUL if helpful else self.Feedback.UNHELPFUL
+        self.feedback_at = at
+
+
+class Lexeme(models.Model):
+    """How many live chunks contain a word (its English stem), for ranking keyword
+    matches by rarity and for telling rare evidence from common words. Refreshed
+    with the index statistics (``retrieval.statistics``), never by a search."""
+
+    word = models.CharField(max_length=300, unique=True)
+    chunks = models.PositiveIntegerField()
+
+    def __str__(self) -> str:
+        return f"{self.word} ({self.chunks} chunks)"
+
+
+class IndexStatistics(models.Model):
+    """One row: the size of the index when its word counts were last refreshed."""
+
+    chunks = models.PositiveIntegerField(default=0)
+    refreshed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name_plural = "index statistics"
+
+    def __str__(self) -> str:
+        return f"{self.chunks} chunks at {self.refreshed_at}"

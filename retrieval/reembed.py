@@ -19,7 +19,8 @@ from retrieval.chunking import ChunkDraft, chunk_markdown, embed_texts
 from retrieval.embeddings import Embedder
 from retrieval.models import EmbeddingSpace
 from retrieval.services import embeddings_ensure, page_chunks_replace
-from retrieval.spaces import space_register, space_switch
+from retrieval.spaces import embedder_register, space_switch
+from retrieval.statistics import index_statistics_refresh
 from sources.models import Page
 
 
@@ -35,7 +36,7 @@ class Progress:
 
 def index_rebuild(*, target: Embedder, keep_old: bool = False) -> Iterator[Progress]:
     """Yield progress after each page, then once more after the switch."""
-    space = space_register(name=target.space, dimensions=target.dimensions)
+    space = embedder_register(target)
     pages = Page.objects.filter(status=Page.Status.LIVE).order_by("pk")
     progress = Progress(pages_total=pages.count())
     waiting: list[int] = []
@@ -57,6 +58,8 @@ def index_rebuild(*, target: Embedder, keep_old: bool = False) -> Iterator[Progr
             progress.rechunked += _rechunk(page, drafts)
         old = space_switch(to=space, keep_old=keep_old)
         progress.switched_from = old.name if old else ""
+    # New chunks or a new space: new word counts, and a floor for the new space.
+    index_statistics_refresh(force=bool(progress.rechunked or progress.switched_from))
     yield progress
 
 

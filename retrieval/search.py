@@ -1,8 +1,8 @@
-"""Hybrid retrieval: nearest vectors and full-text matches, fused by reciprocal rank.
+"""Hybrid retrieval: nearest vectors and keyword matches, fused by reciprocal rank.
 
 Both lists come from chunks of live pages the caller may see, filtered in the query
-itself. A question abstains when neither list holds real evidence: the best cosine
-similarity is under the relevance floor and no chunk contains every query term.
+itself. A question abstains when neither list holds real evidence (see
+``retrieval.evidence``).
 """
 
 from __future__ import annotations
@@ -17,19 +17,23 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from retrieval.embeddings import Embedder
+from retrieval.evidence import Evidence, evidence_weigh
+from retrieval.keywords import KEYWORD_HITS, QueryTerms, keyword_ranked, query_terms
 from retrieval.models import Caller, Chunk, Embedding
-from retrieval.spaces import serving_embedder
+from retrieval.spaces import serving
 
 # Reciprocal rank fusion's constant: large enough that rank 1 and 2 stay close.
 RRF_K = 60
-# Candidates taken from each list before filtering and fusion.
+# How much each list counts in the fusion (tuned on the PostgreSQL manual's golden
+# set, checked on the Python documentation's: see the README).
+VECTOR_WEIGHT = 1.0
+KEYWORD_WEIGHT = 1.0
+# Vectors taken from the HNSW index before filtering and fusion.
 CANDIDATES = 100
 # HNSW search breadth: at 100,000 chunks (bench.query) 400 gave recall@10 0.98
 # against an exact scan, 200 and 300 0.94; pgvector's default, 40, would also starve
 # the filters that come after the index scan.
 HNSW_EF_SEARCH = 400
-# Full-text matches ranked at most (see _keyword_hits).
-KEYWORD_RANKED = 2000
 
 
 class SearchMode(StrEnum):
@@ -45,15 +49,19 @@ class Hit:
     similarity: float | None = None  # cosine similarity, from the vector list
     vector_rank: int | None = None
     keyword_rank: int | None = None
+    matched: int = 0  # a bit per query term the chunk holds
 
 
 @dataclass
 class SearchResult:
     hits: list[Hit]
     abstained: bool
-    best_similarity: float
-    keyword_matches: int
+    evidence: Evidence
     chunk_ids: list[int] = field(default_factory=list)
+
+    @property
+    def best_similarity(self) -> float:
+        return self.evidence.similarity
 
 
 @dataclass(frozen=True)
@@ -78,26 +86,35 @@ def chunks_search(
     """The ``k`` best chunks for ``query``: by vectors, keywords or both fused."""
     per_page = per_page or settings.SEARCH_CHUNKS_PER_PAGE
     candidates = _candidates(user, filters)
-    vector_hits = (
-        _vector_hits(query, candidates, embedder or serving_embedder())
-        if mode != SearchMode.KEYWORD
-        else []
-    )
+    floor: float | None = None
+    vector_hits: list[Hit] = []
+    if mode != SearchMode.KEYWORD:
+        served, space = serving()
+        embedder = embedder or served
+        floor = space.floor if space is not None else None
+        vector_hits = _vector_hits(query, candidates, embedder)
+    terms = query_terms(query)
     keyword_hits = (
-        _keyword_hits(query, candidates, vector_hits)
+        _keyword_hits(candidates, terms, vector_hits)
         if mode != SearchMode.VECTOR
         else []
     )
     fused = _fuse(vector_hits, keyword_hits)
+    evidence = evidence_weigh(
+        similarity=max((h.similarity or 0.0 for h in vector_hits), default=0.0),
+        floor=floor if settings.RELEVANCE_FLOOR is None else settings.RELEVANCE_FLOOR,
+        terms=terms,
+        matched=[h.matched for h in keyword_hits],
+        keywords=mode != SearchMode.VECTOR,
+    )
+    if not evidence.enough:
+        return SearchResult(hits=[], abstained=True, evidence=evidence)
     hits = _with_full_rows(_diverse(fused, k=k, per_page=per_page))
-    best = max((h.similarity or 0.0 for h in vector_hits), default=0.0)
-    abstained = best < settings.RELEVANCE_FLOOR and not keyword_hits
     return SearchResult(
-        hits=[] if abstained else hits,
-        abstained=abstained,
-        best_similarity=best,
-        keyword_matches=len(keyword_hits),
-        chunk_ids=[] if abstained else [h.chunk.pk for h in hits],
+        hits=hits,
+        abstained=False,
+        evidence=evidence,
+        chunk_ids=[h.chunk.pk for h in hits],
     )
 
 
@@ -126,24 +143,33 @@ def _with_full_rows(hits: list[Hit]) -> list[Hit]:
     return hits
 
 
-def _vector_hits(query: str, candidates, embedder: Embedder) -> list[Hit]:
-    """Nearest texts from the HNSW index, then the visible chunks carrying them.
-
-    pgvector 0.6 filters after the index scan, which returns at most
-    ``hnsw.ef_search`` rows, so that setting is kept above the number fetched.
-    """
+def _vector_hits(query: str, candidates: QuerySet[Chunk], embedder: Embedder):
+    """Visible chunks whose text has one of the nearest vectors, nearest first."""
     (vector,) = embedder.embed([query])
-    with transaction.atomic():
-        with connection.cursor() as cursor:
-            cursor.execute("SET LOCAL hnsw.ef_search = %s", [HNSW_EF_SEARCH])
-        nearest = list(nearest_texts(embedder, vector))
-    distance = dict(nearest)
-    chunks = candidates.filter(embed_hash__in=distance)
-    hits = [Hit(chunk=c, similarity=1.0 - distance[c.embed_hash]) for c in chunks]
+    similarity = nearest_similarities(embedder, vector)
+    chunks = candidates.filter(embed_hash__in=similarity)
+    hits = [Hit(chunk=c, similarity=similarity[c.embed_hash]) for c in chunks]
     hits.sort(key=lambda h: (-(h.similarity or 0.0), h.chunk.pk))
     for rank, hit in enumerate(hits, start=1):
         hit.vector_rank = rank
     return hits
+
+
+def nearest_similarities(embedder: Embedder, vector: list[float]) -> dict[str, float]:
+    """Cosine similarity by text hash of the nearest vectors in the embedder's space
+    (a text with several windows counts by its nearest), through its HNSW index.
+
+    pgvector 0.6 filters after the index scan, which returns at most
+    ``hnsw.ef_search`` rows, so that setting is kept above the number fetched.
+    """
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL hnsw.ef_search = %s", [HNSW_EF_SEARCH])
+        nearest = list(nearest_texts(embedder, vector))
+    similarity: dict[str, float] = {}
+    for text_hash, distance in nearest:
+        similarity.setdefault(text_hash, 1.0 - distance)
+    return similarity
 
 
 def nearest_texts(embedder: Embedder, vector: list[float]) -> QuerySet:
@@ -154,14 +180,13 @@ def nearest_texts(embedder: Embedder, vector: list[float]) -> QuerySet:
     ).values_list("text_hash", "distance")[:CANDIDATES]
 
 
-def _keyword_hits(query: str, candidates, vector_hits: list[Hit]) -> list[Hit]:
-    """Full-text matches, best first. A query matching more than KEYWORD_RANKED
-    chunks (common words) carries little keyword evidence, and ranking every match
-    is slow: then only the vector candidates are ranked by it."""
-    matches = candidates.matching(query)
-    if matches.values("pk")[KEYWORD_RANKED : KEYWORD_RANKED + 1].exists():
-        matches = matches.filter(pk__in=[h.chunk.pk for h in vector_hits])
-    hits = [Hit(chunk=c) for c in matches[:CANDIDATES]]
+def _keyword_hits(
+    candidates: QuerySet[Chunk], terms: QueryTerms, vector_hits: list[Hit]
+) -> list[Hit]:
+    ranked = keyword_ranked(candidates, terms, also=[h.chunk.pk for h in vector_hits])[
+        :KEYWORD_HITS
+    ]
+    hits = [Hit(chunk=c, matched=c.matched) for c in ranked]  # type: ignore[attr-defined]
     for rank, hit in enumerate(hits, start=1):
         hit.keyword_rank = rank
     return hits
@@ -174,10 +199,11 @@ def _fuse(vector_hits: list[Hit], keyword_hits: list[Hit]) -> list[Hit]:
         if hit.vector_rank is not None:
             fused.vector_rank, fused.similarity = hit.vector_rank, hit.similarity
         if hit.keyword_rank is not None:
-            fused.keyword_rank = hit.keyword_rank
+            fused.keyword_rank, fused.matched = hit.keyword_rank, hit.matched
     for hit in by_chunk.values():
-        ranks = [r for r in (hit.vector_rank, hit.keyword_rank) if r is not None]
-        hit.score = sum(1.0 / (RRF_K + rank) for rank in ranks)
+        hit.score = (
+            VECTOR_WEIGHT / (RRF_K + hit.vector_rank) if hit.vector_rank else 0.0
+        ) + (KEYWORD_WEIGHT / (RRF_K + hit.keyword_rank) if hit.keyword_rank else 0.0)
     return sorted(by_chunk.values(), key=lambda h: (-h.score, h.chunk.pk))
 
 

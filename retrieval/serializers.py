@@ -50,9 +50,16 @@ class QueryRequestSerializer(FiltersSerializer):
 
 class CitationSerializer(serializers.Serializer):
     url = serializers.URLField(source="page.url")
+    section_url = serializers.URLField(
+        help_text="The page's URL at the cited section (url#anchor) when the "
+        "section's heading has an id in the page, else the page's URL."
+    )
     title = serializers.CharField(source="page.title")
     heading = serializers.CharField(source="chunk.heading")
-    excerpt = serializers.CharField()
+    excerpt = serializers.CharField(
+        help_text="Plain text of the part of the chunk quoted by the answer or "
+        "matching the question."
+    )
     score = serializers.FloatField()
     last_verified_at = serializers.DateTimeField(source="page.last_verified_at")
     last_changed_at = serializers.DateTimeField(source="page.last_changed_at")
@@ -63,7 +70,7 @@ class SearchResponseSerializer(serializers.Serializer):
 
 
 class QueryResponseSerializer(serializers.Serializer):
-    answer = serializers.CharField()
+    answer = serializers.CharField(help_text="Markdown, with [n] citation markers.")
     abstained = serializers.BooleanField()
     citations = CitationSerializer(many=True)
     chunk_ids = serializers.ListField(child=serializers.IntegerField())

@@ -3,17 +3,18 @@ from __future__ import annotations
 import operator
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import reduce
 
+from django.contrib.auth.models import Group
 from django.db import connection
 from django.db.models import Q
 from django.utils import timezone
 
-from kbsite.text import clean_inline, count_tokens
-from retrieval.answer import Passage, answer_compose
-from retrieval.chunking import ChunkDraft
-from retrieval.embeddings import Embedder
+from kbsite.text import count_tokens
+from retrieval.answer import Answer, Passage, answer_compose
+from retrieval.chunking import SEPARATOR, ChunkDraft
+from retrieval.embeddings import Embedder, text_windows
 from retrieval.models import Caller, Chunk, Embedding, EmbeddingUsage, QueryLog
 from retrieval.search import (
     NO_FILTERS,
@@ -23,7 +24,8 @@ from retrieval.search import (
     SearchResult,
     chunks_search,
 )
-from sources.models import Page
+from retrieval.spans import cut, excerpt, unmark
+from sources.models import Page, Source
 
 EXCERPT_CHARS = 300
 # Inputs per embedding request; OpenAI accepts up to 2,048 but smaller batches fail
@@ -58,7 +60,8 @@ def embeddings_missing(*, space: str, hashes: set[str]) -> set[str]:
 
 
 def embeddings_ensure(*, texts: dict[str, str], embedder: Embedder) -> EmbedReport:
-    """Embed the texts (keyed by hash) that have no vector in the embedder's space.
+    """Embed the texts (keyed by hash) that have no vector in the embedder's space;
+    a text longer than the model reads gets one vector per window.
 
     Runs outside any transaction: it may call a remote API. Rows are inserted with
     ON CONFLICT DO NOTHING, so two jobs embedding the same text at once are harmless.
@@ -66,17 +69,21 @@ def embeddings_ensure(*, texts: dict[str, str], embedder: Embedder) -> EmbedRepo
     """
     missing = sorted(embeddings_missing(space=embedder.space, hashes=set(texts)))
     tokens = requests = 0
-    for batch in _batches(missing, texts):
-        vectors = embedder.embed([texts[text_hash] for text_hash, _ in batch])
-        Embedding.objects.bulk_create(
-            [
-                Embedding(space=embedder.space, text_hash=h, vector=v, token_count=n)
-                for (h, n), v in zip(batch, vectors, strict=True)
-            ],
-            ignore_conflicts=True,
-        )
-        sent = sum(n for _, n in batch)
-        usage_record(space=embedder.space, requests=1, inputs=len(batch), tokens=sent)
+    for batch in _batches(missing, texts, embedder):
+        inputs = [window for _, windows in batch for window in windows]
+        vectors = iter(embedder.embed(inputs))
+        rows = []
+        for text_hash, windows in batch:
+            for number, window in enumerate(windows):
+                rows.append(
+                    Embedding(space=embedder.space, text_hash=text_hash,
+                              window=number, vector=next(vectors),
+                              token_count=count_tokens(window))
+                )  # fmt: skip
+        # All windows of a text in one insert: a text is embedded whole or not at all.
+        Embedding.objects.bulk_create(rows, ignore_conflicts=True)
+        sent = sum(row.token_count for row in rows)
+        usage_record(space=embedder.space, requests=1, inputs=len(rows), tokens=sent)
         tokens += sent
         requests += 1
     return EmbedReport(
@@ -88,17 +95,22 @@ def embeddings_ensure(*, texts: dict[str, str], embedder: Embedder) -> EmbedRepo
 
 
 def _batches(
-    hashes: list[str], texts: dict[str, str]
-) -> Iterator[list[tuple[str, int]]]:
-    """(hash, tokens) in batches within the input and token limits of one request."""
-    batch: list[tuple[str, int]] = []
-    size = 0
+    hashes: list[str], texts: dict[str, str], embedder: Embedder
+) -> Iterator[list[tuple[str, list[str]]]]:
+    """(hash, windows) in batches within the input and token limits of one request;
+    the windows of one text never straddle two requests."""
+    batch: list[tuple[str, list[str]]] = []
+    inputs = size = 0
     for text_hash in hashes:
-        tokens = count_tokens(texts[text_hash])
-        if batch and (len(batch) == EMBED_BATCH or size + tokens > EMBED_BATCH_TOKENS):
+        windows = text_windows(embedder, texts[text_hash])
+        tokens = sum(count_tokens(window) for window in windows)
+        if batch and (
+            inputs + len(windows) > EMBED_BATCH or size + tokens > EMBED_BATCH_TOKENS
+        ):
             yield batch
-            batch, size = [], 0
-        batch.append((text_hash, tokens))
+            batch, inputs, size = [], 0, 0
+        batch.append((text_hash, windows))
+        inputs += len(windows)
         size += tokens
     if batch:
         yield batch
@@ -127,6 +139,7 @@ def page_chunks_replace(*, page: Page, drafts: list[ChunkDraft]) -> None:
             page=page,
             position=draft.position,
             heading=draft.heading[:1000],
+            anchor=draft.anchor[:200],
             text=draft.text,
             embed_hash=draft.embed_hash,
             token_count=draft.token_count,
@@ -142,29 +155,40 @@ def page_chunks_replace(*, page: Page, drafts: list[ChunkDraft]) -> None:
 class Citation:
     chunk: Chunk
     score: float
+    # Plain text of the part of the chunk that was quoted or matched the question.
+    excerpt: str = ""
 
     @property
     def page(self) -> Page:
         return self.chunk.page
 
     @property
-    def excerpt(self) -> str:
-        """The chunk as plain text without its heading line (the heading path is shown
-        on its own), cut at a word near EXCERPT_CHARS."""
-        lines = clean_inline(self.chunk.text).split("\n")
-        body = [line for line in lines if not line.startswith("#")]
-        text = " ".join(" ".join(body).split())
-        if len(text) <= EXCERPT_CHARS:
-            return text
-        return text[:EXCERPT_CHARS].rsplit(" ", 1)[0] + " …"
+    def section_url(self) -> str:
+        return self.chunk.section_url
+
+    @property
+    def section(self) -> str:
+        """The heading path without a first heading that only repeats the title."""
+        parts = self.chunk.heading.split(SEPARATOR) if self.chunk.heading else []
+        title = " ".join(self.page.title.split())
+        if parts and title and " ".join(parts[0].split()) in title:
+            parts = parts[1:]
+        return unmark(SEPARATOR.join(parts))
+
+    @property
+    def failed_since_verified(self) -> bool:
+        """The page's latest crawl failed: what is shown may be out of date."""
+        failed, verified = self.page.last_failure_at, self.page.last_verified_at
+        return failed is not None and (verified is None or failed > verified)
 
 
 @dataclass(frozen=True)
 class QueryResult:
-    answer: str
+    answer: str  # Markdown
     abstained: bool
     citations: list[Citation]
     chunk_ids: list[int]
+    log_id: int | None = None  # the question's QueryLog row, for feedback
 
 
 def search_run(
@@ -176,10 +200,15 @@ def search_run(
     mode: SearchMode = SearchMode.HYBRID,
     log: bool = True,
 ) -> list[Citation]:
-    """Search results: the best chunk of each page, best first, logged."""
+    """Search results: the best chunk of each of ``k`` pages, best first, logged."""
     started = time.perf_counter()
-    result = chunks_search(query=query, user=user, k=k, filters=filters, mode=mode)
-    citations = _one_per_page(result.hits)
+    result = chunks_search(
+        query=query, user=user, k=k, filters=filters, mode=mode, per_page=1
+    )
+    citations = [
+        replace(c, excerpt=excerpt(query, c.chunk.text, limit=EXCERPT_CHARS))
+        for c in citations_of(result.hits)
+    ]
     if log:
         _log(QueryLog.Kind.SEARCH, query, user, result, started)
     return citations
@@ -196,7 +225,7 @@ def question_answer(
     """An answer grounded in retrieved passages, citing the pages it used."""
     started = time.perf_counter()
     result = chunks_search(query=question, user=user, k=k, filters=filters)
-    citations = _one_per_page(result.hits)
+    citations = citations_of(result.hits)
     following = _following_chunks([c.chunk for c in citations])
     passages = [
         Passage(
@@ -209,17 +238,35 @@ def question_answer(
         for number, c in enumerate(citations, start=1)
     ]
     answer = answer_compose(question=question, passages=passages)
-    if log:
+    log_id = (
         _log(QueryLog.Kind.QUERY, question, user, result, started, answer.text)
+        if log
+        else None
+    )
+    cited = [
+        replace(citations[n - 1], excerpt=_quoted(answer, n, passages, question))
+        for n in answer.cited
+    ]
     return QueryResult(
         answer=answer.text,
         abstained=result.abstained,
-        citations=[citations[n - 1] for n in answer.cited],
+        citations=cited,
         chunk_ids=result.chunk_ids,
+        log_id=log_id,
     )
 
 
-def _one_per_page(hits: list[Hit]) -> list[Citation]:
+def _quoted(answer: Answer, number: int, passages: list[Passage], question: str):
+    """The excerpt of a cited passage: what the answer quoted of it, with what
+    follows; for a chat answer, the part that matches the question best."""
+    span = answer.quoted.get(number)
+    if span is not None:
+        return cut(f"{span.plain} {span.after}", EXCERPT_CHARS)
+    return excerpt(question, passages[number - 1].text, limit=EXCERPT_CHARS)
+
+
+def citations_of(hits: list[Hit]) -> list[Citation]:
+    """The best hit of each page, in order."""
     seen: set[int] = set()
     citations = []
     for hit in hits:
@@ -257,8 +304,8 @@ def _log(
     result: SearchResult,
     started: float,
     answer: str = "",
-) -> None:
-    QueryLog.objects.create(
+) -> int:
+    return QueryLog.objects.create(
         kind=kind,
         text=text[:5000],
         answer=answer,
@@ -267,4 +314,30 @@ def _log(
         scores=[round(h.score, 6) for h in result.hits],
         abstained=result.abstained,
         latency_ms=round((time.perf_counter() - started) * 1000),
+    ).pk
+
+
+def query_feedback_record(*, log_id: int, user: Caller, helpful: bool) -> bool:
+    """Store the asker's thumbs up or down on their own question; False if the
+    question is not theirs (or not a question)."""
+    if user is None or not user.is_authenticated:
+        return False
+    log = QueryLog.objects.filter(
+        pk=log_id, user_id=user.pk, kind=QueryLog.Kind.QUERY
+    ).first()
+    if log is None:
+        return False
+    log.record_feedback(helpful=helpful, at=timezone.now())
+    log.save(update_fields=["feedback", "feedback_at"])
+    return True
+
+
+def sources_for(user: Caller) -> list[Source]:
+    """The sources this user may search, by name (for the Ask page's filter)."""
+    sources = Source.objects.order_by("name")
+    if user is None or getattr(user, "is_superuser", False):
+        return list(sources)
+    groups = Group.objects.filter(user__pk=user.pk) if user.is_authenticated else []
+    return list(
+        sources.filter(Q(allowed_groups=None) | Q(allowed_groups__in=groups)).distinct()
     )

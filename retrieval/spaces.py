@@ -9,7 +9,13 @@ from django.db import connection, transaction
 from django.utils import timezone
 from psycopg import sql
 
-from retrieval.embeddings import Embedder, cached_embedder, get_embedder, space_name
+from retrieval.embeddings import (
+    Embedder,
+    cached_embedder,
+    get_embedder,
+    space_name,
+    space_parts,
+)
 from retrieval.models import Embedding, EmbeddingSpace
 
 
@@ -63,13 +69,14 @@ def space_register(*, name: str, dimensions: int) -> EmbeddingSpace:
             if serving.exists()
             else EmbeddingSpace.State.SERVING
         )
-        backend, model, _ = name.split("/", 2)
+        backend, model, _, max_input_tokens = space_parts(name)
         space, _ = EmbeddingSpace.objects.get_or_create(
             name=name,
             defaults={
                 "backend": backend,
                 "model": model,
                 "dimensions": dimensions,
+                "max_input_tokens": max_input_tokens,
                 "state": state,
             },
         )
@@ -83,8 +90,14 @@ def configured_space_register() -> EmbeddingSpace:
         settings.EMBEDDING_BACKEND,
         settings.EMBEDDING_MODEL,
         settings.EMBEDDING_DIMENSIONS,
+        settings.EMBEDDING_MAX_INPUT_TOKENS,
     )
     return space_register(name=name, dimensions=settings.EMBEDDING_DIMENSIONS)
+
+
+def embedder_register(embedder: Embedder) -> EmbeddingSpace:
+    """Register the space of a built embedder (reembed, ingest)."""
+    return space_register(name=embedder.space, dimensions=embedder.dimensions)
 
 
 def space_serving() -> EmbeddingSpace | None:
@@ -95,14 +108,21 @@ def _embedder_for(space: EmbeddingSpace) -> Embedder:
     configured = get_embedder()
     if space.name == configured.space:
         return configured
-    return cached_embedder(space.backend, space.model, space.dimensions)
+    return cached_embedder(
+        space.backend, space.model, space.dimensions, space.max_input_tokens
+    )
 
 
 def serving_embedder() -> Embedder:
     """The embedder of the space that answers queries; the configured one while the
     index has no space yet (it is empty then, and a search writes nothing)."""
+    return serving()[0]
+
+
+def serving() -> tuple[Embedder, EmbeddingSpace | None]:
+    """The serving space's embedder and row (None while there is none)."""
     space = space_serving()
-    return get_embedder() if space is None else _embedder_for(space)
+    return (get_embedder() if space is None else _embedder_for(space)), space
 
 
 def ingest_embedders() -> list[Embedder]:
@@ -112,9 +132,7 @@ def ingest_embedders() -> list[Embedder]:
     configured = get_embedder()
     known = {space.name: space for space in EmbeddingSpace.objects.all()}
     if configured.space not in known:
-        known[configured.space] = space_register(
-            name=configured.space, dimensions=configured.dimensions
-        )
+        known[configured.space] = embedder_register(configured)
     serving = next(
         (s for s in known.values() if s.state == EmbeddingSpace.State.SERVING), None
     )

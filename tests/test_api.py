@@ -13,7 +13,7 @@ from rest_framework.test import APIClient
 
 from tests.world import HarborWorld, harbor_load, harbor_url
 
-CITATION_FIELDS = {"url", "title", "heading", "excerpt", "score",
+CITATION_FIELDS = {"url", "section_url", "title", "heading", "excerpt", "score",
                    "last_verified_at", "last_changed_at"}  # fmt: skip
 
 
@@ -44,6 +44,21 @@ class ApiTests(HarborWorld):
             c["last_verified_at"] and c["last_changed_at"] for c in data["citations"]
         )
         assert all(isinstance(i, int) for i in data["chunk_ids"])
+
+    def test_a_citation_links_to_its_section_when_the_page_names_it(self):
+        self.ingest(
+            harbor_url("upgrading"),
+            "# Upgrading {#top}\n\n## Schema migrations {#schema-migrations}\n\n"
+            "Run harbor db upgrade after installing a new release.\n",
+            content_type="text/markdown",
+        )
+
+        response = self.api.get("/api/search/", {"q": "harbor db upgrade", "k": 3})
+
+        first = response.json()["results"][0]
+        assert first["url"] == harbor_url("upgrading")
+        assert first["section_url"] == harbor_url("upgrading") + "#schema-migrations"
+        assert first["heading"] == "Upgrading › Schema migrations"
 
     def test_search_returns_one_citation_per_page_best_first(self):
         response = self.api.get("/api/search/", {"q": "queue", "k": 10})

@@ -230,3 +230,75 @@ def test_an_h1_repeating_the_title_is_not_embedded_twice():
 
     assert chunk.heading == "Install › Steps"
     assert chunk.embed_text.startswith("Install › Steps\n\n")
+
+
+def test_a_page_that_starts_at_h2_keeps_its_sections_siblings():
+    page = (
+        "## 25.1. Routine Vacuuming\n\nIntro.\n\n"
+        "### 25.1.1. Vacuuming Basics\n\nBasics.\n\n"
+        "### 25.1.2. Recovering Disk Space\n\nSpace.\n"
+    )
+
+    assert [c.heading for c in chunk_markdown(page)] == [
+        "25.1. Routine Vacuuming",
+        "25.1. Routine Vacuuming › 25.1.1. Vacuuming Basics",
+        "25.1. Routine Vacuuming › 25.1.2. Recovering Disk Space",
+    ]
+
+
+def test_a_skipped_level_is_not_a_parent():
+    page = "# Guide\n\n### Deep\n\nOne.\n\n## Middle\n\nTwo.\n\n### Under\n\nThree.\n"
+
+    assert [c.heading for c in chunk_markdown(page)] == [
+        "Guide › Deep",
+        "Guide › Middle",
+        "Guide › Middle › Under",
+    ]
+
+
+def test_admonition_titles_are_not_sections():
+    page = (
+        "## Vacuuming\n\nVacuum often.\n\n### Tip\n\nUse autovacuum.\n\n"
+        "### Note:\n\nIt locks nothing.\n\n### Statistics\n\nAnalyze too.\n"
+    )
+
+    chunks = chunk_markdown(page)
+
+    assert [c.heading for c in chunks] == ["Vacuuming", "Vacuuming › Statistics"]
+    assert "**Tip**\n\nUse autovacuum." in chunks[0].text
+    assert "**Note:**\n\nIt locks nothing." in chunks[0].text
+
+
+def test_each_chunk_knows_the_anchor_of_its_section():
+    page = (
+        "# Guide {#guide}\n\nIntro.\n\n## Install {#install}\n\nRun it.\n\n"
+        "### Details\n\nMore.\n\n#### Deeper {#deeper}\n\nStill details.\n"
+    )
+
+    chunks = chunk_markdown(page, title="Guide")
+
+    assert [(c.heading, c.anchor) for c in chunks] == [
+        ("Guide", "guide"),
+        ("Guide › Install", "install"),
+        ("Guide › Install › Details", "install"),
+    ]
+    assert "{#" not in "".join(c.text + c.embed_text for c in chunks)
+    assert chunks[1].text.startswith("## Install\n")
+
+
+def test_anchors_change_no_embedded_text():
+    plain = "# Guide\n\n## Install\n\nRun it.\n"
+    marked = "# Guide {#g}\n\n## Install {#install}\n\nRun it.\n"
+
+    assert hashes(plain) == hashes(marked)
+
+
+def test_a_title_that_adds_the_site_name_is_not_repeated_by_the_h1():
+    (chunk,) = chunk_markdown(
+        "# os.path — Pathnames\n\nJoin paths.\n",
+        title="os.path — Pathnames — Python 3.11 documentation",
+    )
+
+    assert chunk.embed_text.startswith(
+        "os.path — Pathnames — Python 3.11 documentation\n\n"
+    )

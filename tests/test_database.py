@@ -56,11 +56,11 @@ class SchemaTests(TestCase):
         assert {"last_verified_at", "last_changed_at"} <= page_columns
         assert not {"last_verified_at", "last_changed_at"} & vector_columns
 
-    def test_vectors_are_unique_per_space_and_text_hash(self):
-        definition = index_definition("embedding_space_hash_uniq")
+    def test_vectors_are_unique_per_space_text_hash_and_window(self):
+        definition = index_definition("embedding_space_hash_window_uniq")
 
         assert "UNIQUE" in definition
-        assert "(space, text_hash)" in definition
+        assert '(space, text_hash, "window")' in definition
 
     def test_the_query_search_runs_uses_the_hnsw_index(self):
         embedder = get_embedder()

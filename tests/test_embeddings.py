@@ -7,7 +7,14 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.test import override_settings
 
-from retrieval.embeddings import HashingEmbedder, OpenAIEmbedder, build_embedder
+from kbsite.text import count_tokens
+from retrieval.embeddings import (
+    HashingEmbedder,
+    OpenAIEmbedder,
+    build_embedder,
+    space_parts,
+    text_windows,
+)
 from tests.fakes.openai_api import FakeOpenAI
 
 
@@ -127,11 +134,63 @@ def test_batches_respect_the_input_and_token_limits(monkeypatch):
     monkeypatch.setattr(services, "EMBED_BATCH_TOKENS", 10)
     texts = {f"h{i}": "word " * (4 if i != 5 else 12) for i in range(7)}
 
-    batches = list(services._batches(sorted(texts), texts))
+    embedder = HashingEmbedder("hashing-v2", 8)
+
+    batches = list(services._batches(sorted(texts), texts, embedder))
 
     assert [h for batch in batches for h, _ in batch] == sorted(texts)
     for batch in batches:
+        tokens = sum(count_tokens(w) for _, windows in batch for w in windows)
         assert len(batch) <= 3
-        assert sum(n for _, n in batch) <= 10 or len(batch) == 1, (
-            "an oversized text goes alone"
-        )
+        assert tokens <= 10 or len(batch) == 1, "an oversized text goes alone"
+
+
+def test_the_windows_of_one_text_share_a_request(monkeypatch):
+    from retrieval import services
+
+    monkeypatch.setattr(services, "EMBED_BATCH", 4)
+    embedder = HashingEmbedder("hashing-v2", 8, max_input_tokens=20)
+    long = "Title\n\n" + " ".join(f"w{n}" for n in range(60))
+    texts = {"a": "short", "b": long, "c": "short too"}
+
+    batches = list(services._batches(sorted(texts), texts, embedder))
+
+    windows = {h: len(w) for batch in batches for h, w in batch}
+    assert windows["b"] > 2
+    assert [[h for h, _ in batch] for batch in batches] == [["a"], ["b"], ["c"]]
+
+
+def test_a_text_the_model_reads_whole_is_one_window():
+    embedder = HashingEmbedder("hashing-v2", 64, max_input_tokens=50)
+
+    assert text_windows(embedder, "Title › Section\n\nShort text.") == [
+        "Title › Section\n\nShort text."
+    ]
+
+
+def test_a_long_text_gets_overlapping_windows_each_with_its_title_line():
+    body = " ".join(f"word{n}" for n in range(400))
+    embedder = HashingEmbedder("hashing-v2", 64, max_input_tokens=100)
+
+    windows = text_windows(embedder, f"Guide › Install\n\n{body}")
+
+    assert len(windows) > 3
+    assert all(w.startswith("Guide › Install\n\n") for w in windows)
+    assert all(count_tokens(w) <= 100 for w in windows)
+    seen = " ".join(w.removeprefix("Guide › Install\n\n") for w in windows).split()
+    assert set(seen) == set(body.split()), "every word is in some window"
+    first, second = (w.split()[-1] for w in windows[:2])
+    assert windows[1].split().index(first) > 0, "windows overlap"
+    assert all(not w.endswith("word") for w in windows), "cut between words"
+
+
+def test_a_chosen_window_size_names_its_own_space():
+    assert HashingEmbedder("hashing-v2", 64).space == "hashing/hashing-v2/64"
+    assert HashingEmbedder("hashing-v2", 64, 128).space == "hashing/hashing-v2/64/w128"
+    assert space_parts("openai/org/model/64/w128") == ("openai", "org/model", 64, 128)
+    assert space_parts("local/all-MiniLM-L6-v2/384") == (
+        "local",
+        "all-MiniLM-L6-v2",
+        384,
+        0,
+    )

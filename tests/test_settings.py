@@ -149,3 +149,33 @@ def test_an_unreadable_secret_file_is_named(monkeypatch, tmp_path):
 
     with pytest.raises(ImproperlyConfigured, match="WEBHOOK_TOKEN_FILE="):
         env_secret("WEBHOOK_TOKEN")
+
+
+def configured_backend(**env: str) -> str:
+    """EMBEDDING_BACKEND as a fresh process sees it with this environment."""
+    environment = subprocess_env(**env)
+    for name in ["EMBEDDING_BACKEND", "OPENAI_API_KEY", "OPENAI_API_KEY_FILE"]:
+        if name not in env:
+            environment.pop(name, None)
+    result = subprocess.run(
+        [sys.executable, "manage.py", "shell", "-c",
+         "from django.conf import settings; print(settings.EMBEDDING_BACKEND)"],
+        cwd=ROOT, env=environment, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip().splitlines()[-1]
+
+
+def test_answers_are_semantic_by_default_local_without_a_key_openai_with_one():
+    assert configured_backend() == "local"
+    assert configured_backend(OPENAI_API_KEY="sk-test") == "openai"
+    assert configured_backend(
+        OPENAI_API_KEY="sk-test", EMBEDDING_BACKEND="hashing"
+    ) == ("hashing")
+
+
+def test_the_test_suite_itself_runs_on_the_hashing_backend():
+    from django.conf import settings
+
+    assert settings.EMBEDDING_BACKEND == "hashing"
+    assert settings.RELEVANCE_FLOOR is None, "the floor is learned unless overridden"

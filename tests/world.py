@@ -15,6 +15,7 @@ from ingest.process import delivery_process
 from ingest.queueing import delivery_receive
 from retrieval.embeddings import get_embedder
 from retrieval.spaces import space_register, space_switch
+from retrieval.statistics import index_statistics_refresh
 from sources.models import Page, Push, Source
 from tests.fakes.openai_api import FakeOpenAI
 
@@ -160,7 +161,16 @@ def harbor_load() -> Source:
             harbor_url(path.stem), path.read_text(), content_type="text/markdown"
         )
         delivery_process(delivery_id=delivery.pk)
+    # What the periodic job does once pages have come in: word counts and a floor.
+    index_statistics_refresh(force=True)
     return source
+
+
+def ingest_markdown(url: str, markdown: str) -> None:
+    """Deliver a Markdown page and run its job; refresh what the index knows."""
+    delivery = receive_delivery(url, markdown, content_type="text/markdown")
+    delivery_process(delivery_id=delivery.pk)
+    index_statistics_refresh(force=True)
 
 
 def harbor_url(name: str) -> str:

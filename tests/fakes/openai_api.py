@@ -13,14 +13,39 @@ import base64
 import json
 import struct
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from kbsite.text import count_tokens
 from retrieval.embeddings import HashingEmbedder
 
+# Texts and the requested size in, one vector per text out.
+Vectors = Callable[[list[str], int], list[list[float]]]
+
+
+def hashing_vectors(texts: list[str], dimensions: int) -> list[list[float]]:
+    return HashingEmbedder("fake", dimensions).embed(texts)
+
+
+def local_model_vectors() -> Vectors:
+    """The vectors of the local MiniLM model, whatever size is asked for: a model
+    the product has never seen, served under any name. Like most models it reads
+    the start of a long text and ignores the rest."""
+    from retrieval.embeddings import build_embedder
+
+    model = build_embedder("local", "all-MiniLM-L6-v2", 384)
+    lock = threading.Lock()  # one request at a time through the model
+
+    def vectors(texts: list[str], dimensions: int) -> list[list[float]]:
+        with lock:
+            return model.embed(texts)
+
+    return vectors
+
 
 class FakeOpenAI:
-    def __init__(self) -> None:
+    def __init__(self, vectors: Vectors = hashing_vectors) -> None:
+        self.vectors = vectors
         self.requests = 0
         self.inputs = 0
         self.tokens = 0
@@ -97,7 +122,6 @@ class FakeOpenAI:
         if not isinstance(texts, list) or not texts or "model" not in payload:
             return 400, _error(400, "'input' and 'model' are required")
         dims = int(payload.get("dimensions") or 1536)
-        embedder = HashingEmbedder("fake", dims)
         tokens = sum(count_tokens(text) for text in texts)
         with self.lock:
             self.requests += 1
@@ -111,7 +135,7 @@ class FakeOpenAI:
                 "index": index,
                 "embedding": _b64(vector) if as_base64 else vector,
             }
-            for index, vector in enumerate(embedder.embed(texts))
+            for index, vector in enumerate(self.vectors(texts, dims))
         ]
         usage = {"prompt_tokens": tokens, "total_tokens": tokens}
         return 200, {

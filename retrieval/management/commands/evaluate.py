@@ -6,11 +6,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from kbsite.progress import ProgressBar
 from retrieval.evaluation import (
+    floor_in_force,
     floor_suggest,
     golden_load,
     golden_run,
@@ -37,7 +37,12 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser) -> None:
-        parser.add_argument("golden", type=Path, help="Path of the .jsonl golden set.")
+        parser.add_argument(
+            "golden",
+            type=Path,
+            nargs="+",
+            help="Path of a .jsonl golden set; several are reported one by one.",
+        )
         parser.add_argument("--k", type=int, default=5, help="Results per question.")
         parser.add_argument(
             "--mode",
@@ -61,9 +66,33 @@ class Command(BaseCommand):
                 help=f"Exit with an error if {name} is below this.",
             )
 
-    def handle(self, *args, golden: Path, k: int, mode: SearchMode, **options) -> None:
+    def handle(
+        self, *args, golden: list[Path], k: int, mode: SearchMode, **options
+    ) -> None:
+        reports = {str(path): self._evaluate(path, k=k, mode=mode, **options)
+                   for path in golden}  # fmt: skip
+        if options["json"]:
+            self.stdout.write(json.dumps(reports, indent=2))
+        else:
+            for path, report in reports.items():
+                if len(reports) > 1:
+                    self.stdout.write(f"{path}:")
+                self._print(report)
+        named = len(reports) > 1
+        failed = [
+            f"{f'{path}: ' if named else ''}{name} {report['overall'][name]} "
+            f"< {options[f'min_{name}']}"
+            for path, report in reports.items()
+            for name in FLOORS
+            if options[f"min_{name}"] is not None
+            and (report["overall"][name] or 0) < options[f"min_{name}"]
+        ]
+        if failed:
+            raise CommandError("below the floor: " + "; ".join(failed))
+
+    def _evaluate(self, path: Path, *, k: int, mode: SearchMode, **options) -> dict:
         try:
-            items = golden_load(golden)
+            items = golden_load(path)
         except (OSError, ValueError) as exc:
             raise CommandError(str(exc)) from exc
         outcomes = []
@@ -77,30 +106,13 @@ class Command(BaseCommand):
             "by_kind": metrics_by_kind(outcomes),
         }
         if options["suggest_floor"]:
-            floor, right = floor_suggest(items, k=k)
+            floor, right = floor_suggest(outcomes)
             report["suggested_floor"] = {
                 "relevance_floor": floor,
                 "decided_right": right,
+                "in_force": floor_in_force(),
             }
-        if options["json"]:
-            self.stdout.write(json.dumps(report, indent=2))
-        else:
-            self._print(report)
-            if "suggested_floor" in report:
-                suggestion = report["suggested_floor"]
-                self.stdout.write(
-                    f"RELEVANCE_FLOOR={suggestion['relevance_floor']} decides "
-                    f"{suggestion['decided_right']:.0%} of abstentions right "
-                    f"(now {settings.RELEVANCE_FLOOR})"
-                )
-        failed = [
-            f"{name} {report['overall'][name]} < {options[f'min_{name}']}"
-            for name in FLOORS
-            if options[f"min_{name}"] is not None
-            and (report["overall"][name] or 0) < options[f"min_{name}"]
-        ]
-        if failed:
-            raise CommandError("below the floor: " + "; ".join(failed))
+        return report
 
     def _print(self, report: dict) -> None:
         names = list(report["overall"])
@@ -109,6 +121,13 @@ class Command(BaseCommand):
         for label, values in rows:
             cells = "".join(f"{_fmt(values[n]):>22}" for n in names)
             self.stdout.write(f"{label:14}{cells}")
+        if "suggested_floor" in report:
+            suggestion = report["suggested_floor"]
+            self.stdout.write(
+                f"RELEVANCE_FLOOR={suggestion['relevance_floor']} decides "
+                f"{suggestion['decided_right']:.0%} of abstentions right "
+                f"(in force: {_fmt(suggestion['in_force'])})"
+            )
 
 
 def _fmt(value) -> str:

@@ -1,0 +1,271 @@
+"""The part of a passage that answers a question: its best sentence, with what that
+sentence brings along.
+
+A sentence that introduces a code block, a table or a list ("use a command such as
+this:") comes with it; a definition list entry (a term line, then its description)
+comes whole; a sentence of a description comes with its term. Pure functions over
+Markdown: the extractive answer quotes spans, and citations show them as excerpts.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from kbsite.text import FENCE, HEADING, STOPWORDS, WORD, clean_inline, fenced, sentences
+
+# An attached list or table is cut after this many lines.
+ATTACHED_LINES = 20
+# A description quoted with its term is cut after this many characters.
+DESCRIPTION_CHARS = 600
+TABLE_ROW = re.compile(r"^\s*\|")
+LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s")
+# A line that names something rather than saying something: short, no sentence end.
+TERM = re.compile(r"^[^\n]{1,120}$")
+SENTENCE_STOP = (".", "!", "?", ":", ";", ",")
+# Emphasis marks at a word's edge ("*size*", "**Note**"), not inside one
+# ("max_connections").
+EMPHASIS = re.compile(r"(?<!\w)[*_]{1,2}(?=\S)|(?<=\S)[*_]{1,2}(?!\w)")
+HOW = re.compile(r"^\s*how\b|\bhow (?:do|can|to|should)\b", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Block:
+    kind: str  # prose, term, code, table, list or heading
+    text: str
+
+
+@dataclass(frozen=True)
+class Span:
+    lead: str  # the quoted sentence, Markdown without link targets
+    attached: str  # a code block, table, list or description it brings, or ""
+    score: float  # how much of the question it holds
+    after: str = ""  # plain text that follows it in the passage, for excerpts
+
+    @property
+    def markdown(self) -> str:
+        return f"{self.lead}\n\n{self.attached}" if self.attached else self.lead
+
+    @property
+    def plain(self) -> str:
+        """One line of plain text: for excerpts."""
+        text = clean_inline(self.markdown)
+        text = "\n".join(
+            line for line, code in fenced(text.split("\n")) if not FENCE.match(line)
+        )
+        return unmark(text)
+
+
+def stems(text: str) -> set[str]:
+    """Content words, crudely stemmed: "indexes", "indexing" and "index" meet."""
+    return {_stem(w) for w in WORD.findall(text.lower()) if w not in STOPWORDS}
+
+
+def _stem(word: str) -> str:
+    for suffix in ("ing", "es", "ed", "s"):
+        if len(word) > len(suffix) + 3 and word.endswith(suffix):
+            return word[: -len(suffix)]
+    return word
+
+
+def blocks(markdown: str) -> list[Block]:
+    """Blank-line separated blocks, each with its kind; a fenced block is one."""
+    found: list[Block] = []
+    current: list[str] = []
+    for line, code in [*fenced(markdown.split("\n")), ("", False)]:
+        if code or line.strip():
+            current.append(line)
+            continue
+        if current:
+            found.append(_block("\n".join(current)))
+            current = []
+    return _mark_terms(found)
+
+
+def _block(text: str) -> Block:
+    first = text.lstrip().split("\n", 1)[0]
+    if FENCE.match(first):
+        kind = "code"
+    elif TABLE_ROW.match(first):
+        kind = "table"
+    elif LIST_ITEM.match(first):
+        kind = "list"
+    elif HEADING.match(first) and "\n" not in text.strip():
+        kind = "heading"
+    else:
+        kind = "prose"
+    return Block(kind, text)
+
+
+def _mark_terms(found: list[Block]) -> list[Block]:
+    """The term of a definition list entry (``max_connections (integer)``), followed
+    by its description: an H4–H6 line (definition terms become H6 headings when
+    pages are read), or a one-line prose block with no sentence end."""
+    marked = list(found)
+    for i, block in enumerate(found[:-1]):
+        text = block.text.strip()
+        heading = HEADING.match(text) if block.kind == "heading" else None
+        if heading and len(heading.group(1)) >= 4:
+            text = heading.group(2)
+        elif not (
+            block.kind == "prose"
+            and TERM.match(text)
+            and not text.endswith(SENTENCE_STOP)
+        ):
+            continue
+        if found[i + 1].kind in {"prose", "list"}:
+            marked[i] = Block("term", text)
+    return marked
+
+
+def best_span(question: str, markdown: str) -> Span | None:
+    """The span of ``markdown`` that shares most words with the question (the
+    earliest of equals), or None if it has no prose at all."""
+    wanted = stems(question)
+    how = HOW.search(question) is not None
+    found = blocks(markdown)
+    best: tuple[float, int, int, str] | None = None  # score, -order, block, sentence
+    order = 0
+    for index, block in enumerate(found):
+        for sentence in _candidates(block):
+            order += 1
+            score = _score(wanted, sentence)
+            if block.kind == "term" and index + 1 < len(found):
+                # A term is judged with its description's first sentence.
+                description = _sentences(found[index + 1].text)[:1]
+                score = _score(wanted, " ".join([sentence, *description]))
+            if how and score and _introduces(found, index, sentence):
+                score += 0.5  # "how do I" wants the command, not the background
+            if best is None or (score, -order) > (best[0], best[1]):
+                best = (score, -order, index, sentence)
+    if best is None:
+        return None
+    score, _, index, sentence = best
+    return _span(found, index, sentence, score)
+
+
+def _introduces(found: list[Block], index: int, sentence: str) -> bool:
+    """Whether the sentence ends its block with a colon before code, a table or a
+    list."""
+    block = found[index]
+    return (
+        block.kind == "prose"
+        and sentence.rstrip().endswith(":")
+        and _sentences(block.text)[-1:] == [sentence]
+        and index + 1 < len(found)
+        and found[index + 1].kind in {"code", "table", "list"}
+    )
+
+
+def _candidates(block: Block) -> list[str]:
+    if block.kind == "prose":
+        return _sentences(block.text)
+    if block.kind == "term":
+        return [" ".join(block.text.split())]
+    if block.kind == "list":
+        return [_item(item) for item in _items(block.text) if _item(item)]
+    return []
+
+
+def _sentences(text: str) -> list[str]:
+    # Link targets go first: a sentence end inside a link's title would cut it.
+    flat = " ".join(clean_inline(text).split())
+    return [s.strip() for s in sentences(flat) if s.strip()]
+
+
+def _items(text: str) -> list[str]:
+    items: list[str] = []
+    for line in text.split("\n"):
+        if LIST_ITEM.match(line) or not items:
+            items.append(line)
+        else:
+            items[-1] += "\n" + line
+    return items
+
+
+def _item(item: str) -> str:
+    return " ".join(clean_inline(LIST_ITEM.sub("", item, count=1)).split())
+
+
+def _score(wanted: set[str], text: str) -> float:
+    """Words of the question held, an identifier (max_connections, os.path.join)
+    counting double: it names exactly what was asked for."""
+    held = wanted & stems(text)
+    return sum(2.0 if re.search(r"[_.\d]", w) else 1.0 for w in held)
+
+
+def _span(found: list[Block], index: int, sentence: str, score: float) -> Span:
+    block = found[index]
+    following = found[index + 1] if index + 1 < len(found) else None
+    lead = clean_inline(sentence)
+    if block.kind == "term" and following is not None:
+        return Span(f"**{lead}**", _description(following), score,
+                    after=_plain(found[index + 2 :]))  # fmt: skip
+    if block.kind == "prose" and index > 0 and found[index - 1].kind == "term":
+        term = clean_inline(" ".join(found[index - 1].text.split()))
+        return Span(f"**{term}**", _description(block), score,
+                    after=_plain(found[index + 1 :]))  # fmt: skip
+    if following is not None and _introduces(found, index, sentence):
+        return Span(lead, _attached(following), score,
+                    after=_plain(found[index + 2 :]))  # fmt: skip
+    rest = _rest_of(block, sentence)
+    if block.kind == "list":
+        lead = f"- {lead}"
+    return Span(lead, "", score, after=" ".join([rest, _plain(found[index + 1 :])]))
+
+
+def _rest_of(block: Block, sentence: str) -> str:
+    """Plain text of the block after this sentence (or list item)."""
+    parts = _candidates(block)
+    if sentence not in parts:
+        return ""
+    return _plain([Block("prose", " ".join(parts[parts.index(sentence) + 1 :]))])
+
+
+def _plain(found: list[Block]) -> str:
+    return unmark(" ".join(clean_inline(b.text) for b in found if b.kind != "heading"))
+
+
+def unmark(text: str) -> str:
+    """Markdown emphasis and code marks off, whitespace folded: plain text."""
+    text = EMPHASIS.sub("", text.replace("`", ""))
+    return " ".join(text.split())
+
+
+def _attached(block: Block) -> str:
+    if block.kind == "code":
+        return block.text
+    lines = block.text.split("\n")
+    if len(lines) <= ATTACHED_LINES:
+        return clean_inline(block.text)
+    return clean_inline("\n".join(lines[:ATTACHED_LINES])) + "\n…"
+
+
+def _description(block: Block) -> str:
+    text = clean_inline(" ".join(block.text.split()))
+    if len(text) <= DESCRIPTION_CHARS:
+        return text
+    kept = ""
+    for sentence in sentences(text):
+        if kept and len(kept) + len(sentence) > DESCRIPTION_CHARS:
+            break
+        kept = f"{kept} {sentence}".strip()
+    return kept + " …"
+
+
+def excerpt(question: str, markdown: str, *, limit: int) -> str:
+    """Plain text of the part of ``markdown`` that matches the question best, and
+    what follows it, cut at a word near ``limit`` characters."""
+    span = best_span(question, markdown)
+    if span is None or span.score == 0:
+        text = _plain(blocks(markdown))
+    else:
+        text = f"{span.plain} {span.after}"
+    return cut(text, limit)
+
+
+def cut(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    return text[:limit].rsplit(" ", 1)[0] + " …"

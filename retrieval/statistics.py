@@ -1,0 +1,179 @@
+"""What the index learns about itself: how many chunks hold each word, and for each
+embedding space the similarity that unrelated questions reach (its floor).
+
+Both are computed here and stored, by ``migrate``, ``reembed`` and a periodic job
+when the index has grown or shrunk by a tenth since; a search only reads them.
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+from dataclasses import dataclass
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from kbsite.text import STOPWORDS, WORD
+from retrieval.embeddings import Embedder
+from retrieval.models import Chunk, EmbeddingSpace, IndexStatistics, Lexeme
+from retrieval.spaces import serving, space_serving
+from sources.models import Page
+
+# Relative change in the number of live chunks that makes the statistics stale.
+STALE_SHARE = 0.1
+# Probe questions per floor, and words in each.
+PROBES = 200
+PROBE_WORDS = 4
+# The floor is this quantile of the probes' best similarities.
+FLOOR_QUANTILE = 0.9
+SEED = 20261130
+# Advisory lock around the word counts' refresh.
+LOCK_KEY = 0x6B625F6C6578  # "kb_lex"
+
+
+@dataclass(frozen=True)
+class Refresh:
+    chunks: int
+    lexemes: int
+    floors: dict[str, float | None]
+
+
+def live_chunk_count() -> int:
+    return Chunk.objects.live().count()
+
+
+def index_statistics_refresh(*, force: bool = False) -> Refresh | None:
+    """Count the words of the live chunks and learn the serving space's floor, if
+    the index changed by more than STALE_SHARE since (or ``force``). Returns what
+    was refreshed, or None."""
+    chunks = live_chunk_count()
+    space = space_serving()
+    if not force and not statistics_stale(chunks=chunks, space=space):
+        return None
+    chunks, lexemes = lexemes_refresh()
+    floors: dict[str, float | None] = {}
+    if space is not None:
+        floors[space.name] = space_floor_learn(space, serving()[0])
+    return Refresh(chunks=chunks, lexemes=lexemes, floors=floors)
+
+
+def statistics_stale(*, chunks: int, space: EmbeddingSpace | None) -> bool:
+    """Whether the stored counts, or the serving space's floor, describe an index a
+    tenth bigger or smaller (or none at all) than the one there is."""
+    stats = IndexStatistics.objects.first()
+    counted = stats.chunks if stats is not None and stats.refreshed_at else None
+    learned = space.floor_chunks if space and space.floor_learned_at else None
+    if space is None:
+        learned = chunks
+    return any(_moved(before, chunks) for before in (counted, learned))
+
+
+def _moved(before: int | None, now: int) -> bool:
+    if before is None:
+        return now > 0
+    return abs(now - before) > STALE_SHARE * max(before, 1)
+
+
+def lexemes_refresh() -> tuple[int, int]:
+    """Count, for each word stem, the live chunks holding it; returns (chunks,
+    distinct stems). Readers see the old counts until the new ones are complete."""
+    chunk_table = Chunk._meta.db_table
+    page_table = Page._meta.db_table
+    documents = (
+        f"SELECT c.search_document FROM {chunk_table} c "
+        f"JOIN {page_table} p ON p.id = c.page_id WHERE p.status = 'live'"
+    )
+    lexeme_table = Lexeme._meta.db_table
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            # Two workers refreshing at once take turns rather than collide.
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [LOCK_KEY])
+            chunks = live_chunk_count()
+            cursor.execute(f"DELETE FROM {lexeme_table}")
+            cursor.execute(
+                f"INSERT INTO {lexeme_table} (word, chunks) "
+                "SELECT word, ndoc FROM ts_stat(%s) WHERE length(word) <= 300",
+                [documents],
+            )
+            lexemes = cursor.rowcount
+        stats = IndexStatistics.objects.select_for_update().first()
+        stats = stats or IndexStatistics()
+        stats.chunks = chunks
+        stats.refreshed_at = timezone.now()
+        stats.save()
+    return chunks, lexemes
+
+
+def probe_questions(count: int = PROBES) -> list[str]:
+    """Questions unrelated to the index but made of its own words: each takes its
+    words from different random chunks, so no chunk is about all of them."""
+    rng = random.Random(SEED)
+    ids = list(Chunk.objects.live().values_list("pk", flat=True).order_by("pk"))
+    if len(ids) < PROBE_WORDS:
+        return []
+    draws = [rng.sample(ids, PROBE_WORDS) for _ in range(count)]
+    texts = Chunk.objects.only("text").in_bulk({pk for draw in draws for pk in draw})
+    words = {
+        pk: [w for w in WORD.findall(chunk.text.lower())
+             if w.isalpha() and len(w) > 3 and w not in STOPWORDS]
+        for pk, chunk in texts.items()
+    }  # fmt: skip
+    probes = []
+    for draw in draws:
+        picked = [rng.choice(words[pk]) for pk in draw if words[pk]]
+        if len(picked) >= 2:
+            probes.append(" ".join(picked))
+    return probes
+
+
+def best_similarities(embedder: Embedder, texts: list[str]) -> list[float]:
+    """Each text's best cosine similarity to the vectors of live chunks."""
+    from retrieval.search import nearest_similarities
+
+    if not texts:
+        return []
+    best = []
+    for vector in embedder.embed(texts):
+        similarity = nearest_similarities(embedder, vector)
+        live = Chunk.objects.live().filter(embed_hash__in=similarity)
+        hashes = set(live.values_list("embed_hash", flat=True))
+        best.append(max((similarity[h] for h in hashes), default=0.0))
+    return best
+
+
+def space_floor_learn(space: EmbeddingSpace, embedder: Embedder) -> float | None:
+    """Learn and store the space's floor: the FLOOR_QUANTILE of the best
+    similarities of probe questions (see ``probe_questions``)."""
+    probes = probe_questions()
+    similarities = sorted(best_similarities(embedder, probes))
+    if len(similarities) < 10:
+        floor = None
+    else:
+        floor = round(_quantile(similarities, FLOOR_QUANTILE), 4)
+    space.floor = floor
+    space.floor_learned_at = timezone.now()
+    space.floor_chunks = live_chunk_count()
+    space.floor_sample = {
+        "probes": len(similarities),
+        "quantile": FLOOR_QUANTILE,
+        "mean": round(statistics.fmean(similarities), 4) if similarities else None,
+        "quantiles": {
+            str(q): round(_quantile(similarities, q), 4)
+            for q in (0.5, 0.75, 0.9, 0.95, 0.99)
+        }
+        if similarities
+        else {},
+    }
+    space.save(
+        update_fields=["floor", "floor_learned_at", "floor_chunks", "floor_sample"]
+    )
+    return floor
+
+
+def _quantile(ordered: list[float], q: float) -> float:
+    """The q-quantile of sorted values, interpolated."""
+    position = q * (len(ordered) - 1)
+    low = int(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
