@@ -6,7 +6,13 @@ from django.contrib import admin
 from django.db.models import Func, IntegerField
 
 from kbsite.admin_utils import ReadOnlyAdmin, hash_column
-from retrieval.models import Chunk, Embedding, EmbeddingUsage, QueryLog
+from retrieval.models import (
+    Chunk,
+    Embedding,
+    EmbeddingSpace,
+    EmbeddingUsage,
+    QueryLog,
+)
 
 
 @admin.register(Chunk)
@@ -40,6 +46,20 @@ class EmbeddingAdmin(ReadOnlyAdmin):
         return obj._dims
 
 
+@admin.register(EmbeddingSpace)
+class EmbeddingSpaceAdmin(ReadOnlyAdmin):
+    """Which model serves, and the floor each space learned from the index."""
+
+    list_display = ["name", "state", "floor", "probe_quantiles", "floor_chunks",
+                    "floor_learned_at", "switched_at"]  # fmt: skip
+    list_filter = ["state", "backend"]
+
+    @admin.display(description="probe similarities (quantiles)")
+    def probe_quantiles(self, obj: EmbeddingSpace) -> str:
+        quantiles = (obj.floor_sample or {}).get("quantiles", {})
+        return ", ".join(f"{q}: {v}" for q, v in sorted(quantiles.items()))
+
+
 @admin.register(EmbeddingUsage)
 class EmbeddingUsageAdmin(ReadOnlyAdmin):
     list_display = ["day", "space", "requests", "inputs", "tokens"]
@@ -51,7 +71,8 @@ class EmbeddingUsageAdmin(ReadOnlyAdmin):
 class QueryLogAdmin(ReadOnlyAdmin):
     """What people asked and what they got: the raw material for evaluation."""
 
-    list_display = ["created_at", "kind", "text", "user", "abstained", "latency_ms"]
-    list_filter = ["kind", "abstained"]
+    list_display = ["created_at", "kind", "text", "user", "abstained", "feedback",
+                    "latency_ms"]  # fmt: skip
+    list_filter = ["kind", "abstained", "feedback"]
     search_fields = ["text"]
     list_select_related = ["user"]
