@@ -15,7 +15,13 @@ from kbsite.admin_utils import (
     title_and_path,
     tokens_cost,
 )
-from retrieval.models import Chunk, Embedding, EmbeddingUsage, QueryLog
+from retrieval.models import (
+    Chunk,
+    Embedding,
+    EmbeddingSpace,
+    EmbeddingUsage,
+    QueryLog,
+)
 from sources.models import Source
 
 
@@ -66,6 +72,20 @@ class EmbeddingAdmin(ReadOnlyAdmin):
         return number(obj.token_count)
 
 
+@admin.register(EmbeddingSpace)
+class EmbeddingSpaceAdmin(ReadOnlyAdmin):
+    """Which model serves, and the floor each space learned from the index."""
+
+    list_display = ["name", "state", "floor", "probe_quantiles", "floor_chunks",
+                    "floor_learned_at", "switched_at"]  # fmt: skip
+    list_filter = ["state", "backend"]
+
+    @admin.display(description="probe similarities (quantiles)")
+    def probe_quantiles(self, obj: EmbeddingSpace) -> str:
+        quantiles = (obj.floor_sample or {}).get("quantiles", {})
+        return ", ".join(f"{q}: {v}" for q, v in sorted(quantiles.items()))
+
+
 @admin.register(EmbeddingUsage)
 class EmbeddingUsageAdmin(ReadOnlyAdmin):
     """What embedding cost, per day and space; per source below the list."""
@@ -109,8 +129,9 @@ class QueryLogAdmin(ReadOnlyAdmin):
     """What people asked and what they got: the raw material for evaluation."""
 
     menu_order = 4
-    list_display = ["created_at", "kind", "question", "result", "user", "latency_ms"]
-    list_filter = ["kind", "abstained"]
+    list_display = ["created_at", "kind", "question", "result", "user", "feedback",
+                    "latency_ms"]  # fmt: skip
+    list_filter = ["kind", "abstained", "feedback"]
     search_fields = ["text"]
     list_select_related = ["user"]
     list_defer = ["answer", "scores"]

@@ -7,6 +7,7 @@ itself. A question abstains when neither list holds real evidence (see
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import timedelta
 from enum import StrEnum
@@ -22,11 +23,16 @@ from retrieval.keywords import KEYWORD_HITS, QueryTerms, keyword_ranked, query_t
 from retrieval.models import Caller, Chunk, Embedding
 from retrieval.spaces import serving
 
-# Reciprocal rank fusion's constant: large enough that rank 1 and 2 stay close.
-RRF_K = 60
-# How much each list counts in the fusion (tuned on the PostgreSQL manual's golden
-# set, checked on the Python documentation's: see the README).
-VECTOR_WEIGHT = 1.0
+# Reciprocal rank fusion: each list adds weight / (RRF_K + rank). The constant and
+# the weights were tuned on the PostgreSQL manual's golden set and checked on the
+# Python documentation's (see the README). The vector list counts less when its
+# best hit is under the floor (its order is then about as telling as that of
+# unrelated words), and least in a space with no floor (hashed words: the keyword
+# list says the same, better).
+RRF_K = 20
+VECTOR_WEIGHT = 1.5
+VECTOR_WEIGHT_BELOW_FLOOR = 0.5
+VECTOR_WEIGHT_NO_FLOOR = 0.25
 KEYWORD_WEIGHT = 1.0
 # Vectors taken from the HNSW index before filtering and fusion.
 CANDIDATES = 100
@@ -99,7 +105,6 @@ def chunks_search(
         if mode != SearchMode.VECTOR
         else []
     )
-    fused = _fuse(vector_hits, keyword_hits)
     evidence = evidence_weigh(
         similarity=max((h.similarity or 0.0 for h in vector_hits), default=0.0),
         floor=floor if settings.RELEVANCE_FLOOR is None else settings.RELEVANCE_FLOOR,
@@ -107,6 +112,7 @@ def chunks_search(
         matched=[h.matched for h in keyword_hits],
         keywords=mode != SearchMode.VECTOR,
     )
+    fused = _fuse(vector_hits, keyword_hits, vector_weight=_vector_weight(evidence))
     if not evidence.enough:
         return SearchResult(hits=[], abstained=True, evidence=evidence)
     hits = _with_full_rows(_diverse(fused, k=k, per_page=per_page))
@@ -116,6 +122,12 @@ def chunks_search(
         evidence=evidence,
         chunk_ids=[h.chunk.pk for h in hits],
     )
+
+
+def _vector_weight(evidence: Evidence) -> float:
+    if evidence.floor is None:
+        return VECTOR_WEIGHT_NO_FLOOR
+    return VECTOR_WEIGHT if evidence.vector else VECTOR_WEIGHT_BELOW_FLOOR
 
 
 def _candidates(user: Caller, filters: SearchFilters) -> QuerySet[Chunk]:
@@ -192,7 +204,12 @@ def _keyword_hits(
     return hits
 
 
-def _fuse(vector_hits: list[Hit], keyword_hits: list[Hit]) -> list[Hit]:
+def _fuse(
+    vector_hits: list[Hit], keyword_hits: list[Hit], *, vector_weight: float
+) -> list[Hit]:
+    """Chunks by fused score. Pages are what gets cited, so each list votes for
+    pages (by their best chunk's rank in it) as well as for chunks: a page whose
+    best vector chunk and best keyword chunk differ still gets both votes."""
     by_chunk: dict[int, Hit] = {}
     for hit in vector_hits + keyword_hits:
         fused = by_chunk.setdefault(hit.chunk.pk, Hit(chunk=hit.chunk))
@@ -200,11 +217,26 @@ def _fuse(vector_hits: list[Hit], keyword_hits: list[Hit]) -> list[Hit]:
             fused.vector_rank, fused.similarity = hit.vector_rank, hit.similarity
         if hit.keyword_rank is not None:
             fused.keyword_rank, fused.matched = hit.keyword_rank, hit.matched
+    weights = {"vector_rank": vector_weight, "keyword_rank": KEYWORD_WEIGHT}
+    page_score: dict[int, float] = defaultdict(float)
+    for rank_of, weight in weights.items():
+        ranked = sorted(
+            (h for h in by_chunk.values() if getattr(h, rank_of) is not None),
+            key=lambda h: getattr(h, rank_of),
+        )
+        pages = list(dict.fromkeys(h.chunk.page_id for h in ranked))
+        for page_rank, page_id in enumerate(pages, start=1):
+            page_score[page_id] += weight / (RRF_K + page_rank)
     for hit in by_chunk.values():
-        hit.score = (
-            VECTOR_WEIGHT / (RRF_K + hit.vector_rank) if hit.vector_rank else 0.0
-        ) + (KEYWORD_WEIGHT / (RRF_K + hit.keyword_rank) if hit.keyword_rank else 0.0)
-    return sorted(by_chunk.values(), key=lambda h: (-h.score, h.chunk.pk))
+        hit.score = sum(
+            weight / (RRF_K + getattr(hit, rank_of))
+            for rank_of, weight in weights.items()
+            if getattr(hit, rank_of) is not None
+        )
+    return sorted(
+        by_chunk.values(),
+        key=lambda h: (-page_score[h.chunk.page_id], -h.score, h.chunk.pk),
+    )
 
 
 def _diverse(hits: list[Hit], *, k: int, per_page: int) -> list[Hit]:

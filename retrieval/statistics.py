@@ -25,8 +25,9 @@ STALE_SHARE = 0.1
 # Probe questions per floor, and words in each.
 PROBES = 200
 PROBE_WORDS = 4
-# The floor is this quantile of the probes' best similarities.
-FLOOR_QUANTILE = 0.9
+# The floor is this quantile of the probes' best similarities: a question whose best
+# chunk is no closer than half of the bags of unrelated words is no evidence.
+FLOOR_QUANTILE = 0.5
 SEED = 20261130
 # Advisory lock around the word counts' refresh.
 LOCK_KEY = 0x6B625F6C6578  # "kb_lex"
@@ -144,10 +145,14 @@ def best_similarities(embedder: Embedder, texts: list[str]) -> list[float]:
 
 def space_floor_learn(space: EmbeddingSpace, embedder: Embedder) -> float | None:
     """Learn and store the space's floor: the FLOOR_QUANTILE of the best
-    similarities of probe questions (see ``probe_questions``)."""
+    similarities of probe questions (see ``probe_questions``).
+
+    A ``hashing`` space gets none: its vectors are hashed words, so how near they
+    are says nothing the lexical evidence does not say better (by word rarity,
+    without hash collisions); the probes are still recorded."""
     probes = probe_questions()
     similarities = sorted(best_similarities(embedder, probes))
-    if len(similarities) < 10:
+    if len(similarities) < 10 or space.backend == "hashing":
         floor = None
     else:
         floor = round(_quantile(similarities, FLOOR_QUANTILE), 4)
