@@ -50,6 +50,7 @@ PORT = 8766
 def paragraphs_and_headings() -> tuple[list[str], list[str]]:
     from ingest.extract import html_to_page
     from ingest.normalize import normalize
+    from kbsite.text import heading_id
 
     paragraphs, headings = [], []
     for _, html in pages():
@@ -57,7 +58,7 @@ def paragraphs_and_headings() -> tuple[list[str], list[str]]:
         for block in normalize(markdown).split("\n\n"):
             text = " ".join(block.split())
             if block.startswith("#") and len(text) < 200:
-                headings.append(text.lstrip("# "))
+                headings.append(heading_id(text.lstrip("# "))[0])
             elif len(text.split()) >= 20 and not block.startswith(("```", "|")):
                 paragraphs.append(text)
     return paragraphs, headings

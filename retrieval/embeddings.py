@@ -12,10 +12,12 @@ by one of its vectors.
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import os
 from collections.abc import Callable, Sequence
 from functools import lru_cache
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from django.conf import settings
@@ -30,6 +32,9 @@ if TYPE_CHECKING:
 
 # OpenAI's embedding models read at most this many tokens of one input.
 MAX_INPUT_TOKENS = 8191
+# sentence-transformers' usual max_seq_length (256), less [CLS] and [SEP], for a
+# model directory that does not say.
+LOCAL_DEFAULT_WINDOW = 254
 # Share of a window repeated at the start of the next one, so that a passage cut
 # by a window boundary is still whole in one of them.
 WINDOW_OVERLAP = 0.125
@@ -52,6 +57,28 @@ def space_name(
     model's own) is part of the name, as it makes other vectors."""
     name = f"{backend}/{model}/{dimensions}"
     return f"{name}/w{max_input_tokens}" if max_input_tokens else name
+
+
+def configured_space_name(
+    backend: str, model: str, dimensions: int, max_input_tokens: int
+) -> str:
+    """The space an embedder of these settings fills, without loading its model.
+    A local model's window is always part of the name: it was not always windowed,
+    and vectors of windows must not mix with vectors of cut-off texts."""
+    if backend == "local":
+        max_input_tokens = local_window(model, max_input_tokens)
+    return space_name(backend, model, dimensions, max_input_tokens)
+
+
+def local_window(model: str, chosen: int) -> int:
+    """Word pieces one vector of a local model stands for: the number chosen, at
+    most what the model reads (its max_seq_length less [CLS] and [SEP])."""
+    config = Path(_local_model_path(model)) / "sentence_bert_config.json"
+    try:
+        readable = int(json.loads(config.read_text())["max_seq_length"]) - 2
+    except (OSError, ValueError, KeyError, TypeError):
+        readable = LOCAL_DEFAULT_WINDOW
+    return min(chosen or readable, readable)
 
 
 def space_parts(name: str) -> tuple[str, str, int, int]:
@@ -222,7 +249,8 @@ class LocalEmbedder:
             ) from None
         self.model = model
         self.dimensions = dimensions
-        self.space = space_name("local", model, dimensions, max_input_tokens)
+        self.max_input_tokens = local_window(model, max_input_tokens)
+        self.space = space_name("local", model, dimensions, self.max_input_tokens)
         self.encoder = SentenceTransformer(_local_model_path(model), device="cpu")
         size = self.encoder.get_embedding_dimension()
         if size != dimensions:
@@ -230,9 +258,6 @@ class LocalEmbedder:
                 f"EMBEDDING_DIMENSIONS={dimensions} but {model} makes {size}-dimension "
                 "vectors"
             )
-        # The model's window, less its two special tokens ([CLS], [SEP]).
-        readable = int(self.encoder.max_seq_length or 256) - 2
-        self.max_input_tokens = min(max_input_tokens or readable, readable)
 
     def token_starts(self, text: str) -> list[int]:
         # verbose=False: counting a long text is not feeding it to the model.

@@ -16,25 +16,23 @@ never by a search; a word missing from them is one the index did not hold then.
 from __future__ import annotations
 
 import math
-import operator
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import reduce
-from typing import Any
 
 from django.contrib.postgres.search import SearchQuery, SearchRank
 from django.db import connection
-from django.db.models import Case, F, FloatField, IntegerField, Q, QuerySet, Value, When
-from django.db.models.functions import Cast
+from django.db.models import Case, F, IntegerField, Q, QuerySet, Value, When
 
 from kbsite.text import STOPWORDS
 from retrieval.models import Chunk, IndexStatistics, Lexeme
 
 # Chunks the selecting terms may match together before the commonest of them
 # only score (see module docstring): above this, ranking is slow and the words
-# carry little evidence.
-KEYWORD_RANKED = 2000
+# carry little evidence. At 100,000 chunks 2,000 put a third on the slowest
+# searches; on the golden sets 1,000 ranked as well.
+KEYWORD_RANKED = 1000
 # Hits returned, best first.
 KEYWORD_HITS = 100
 # ts_rank's weights for D (text), C, B, A (heading path) matches.
@@ -53,6 +51,17 @@ class Term:
     text: str  # as searched: a word, or an identifier searched as a phrase
     chunks: int  # live chunks holding it when counted (an upper bound for phrases)
     weight: float  # inverse document frequency
+    lexemes: int = 1  # more than one: a phrase ("max_connections": max, connect)
+
+
+@dataclass(frozen=True)
+class KeywordHit:
+    pk: int
+    page_id: int
+    position: int
+    embed_hash: str
+    score: float
+    matched: int  # a bit per term of the question the chunk holds
 
 
 @dataclass(frozen=True)
@@ -76,8 +85,8 @@ def query_terms(query: str) -> QueryTerms:
         return QueryTerms(terms=[], total=_total())
     counts, total = _counts(words[:32])
     terms = [
-        Term(text=word, chunks=chunks, weight=idf(chunks, total))
-        for word, chunks in counts
+        Term(text=word, chunks=chunks, weight=idf(chunks, total), lexemes=lexemes)
+        for word, chunks, lexemes in counts
     ]
     return QueryTerms(terms=terms, total=total)
 
@@ -94,13 +103,15 @@ def _total() -> int:
     return stats.chunks if stats is not None else 0
 
 
-def _counts(words: list[str]) -> tuple[list[tuple[str, int]], int]:
-    """(word, chunks) for the words the English configuration keeps (a word of
-    several lexemes counts as its rarest; one the counts lack, 0), and the total."""
+def _counts(words: list[str]) -> tuple[list[tuple[str, int, int]], int]:
+    """(word, chunks, lexemes) for the words the English configuration keeps (a
+    word of several lexemes counts as its rarest; one the counts lack, 0), and the
+    total."""
     sql = f"""
         SELECT t.term,
                CASE WHEN count(s.word) < count(lx.lexeme) THEN 0
                     ELSE coalesce(min(s.chunks), 0) END,
+               count(lx.lexeme),
                (SELECT chunks FROM {IndexStatistics._meta.db_table} LIMIT 1)
         FROM unnest(%s::text[]) WITH ORDINALITY AS t(term, i)
         CROSS JOIN LATERAL unnest(to_tsvector('english', t.term)) AS lx
@@ -111,8 +122,8 @@ def _counts(words: list[str]) -> tuple[list[tuple[str, int]], int]:
     with connection.cursor() as cursor:
         cursor.execute(sql, [words])
         rows = cursor.fetchall()
-    total = rows[0][2] if rows and rows[0][2] else 0
-    return [(word, chunks) for word, chunks, _ in rows], total
+    total = rows[0][3] if rows and rows[0][3] else 0
+    return [(word, chunks, lexemes) for word, chunks, lexemes, _ in rows], total
 
 
 def _search_query(term: Term) -> SearchQuery:
@@ -137,14 +148,23 @@ def selecting_terms(terms: QueryTerms) -> list[Term]:
 
 
 def keyword_ranked(
-    candidates: QuerySet[Chunk], terms: QueryTerms, *, also: Sequence[int] = ()
-) -> QuerySet[Chunk]:
-    """Chunks holding a selecting term, or among ``also`` (the vector candidates)
-    holding any term, with ``keyword_score`` and ``matched`` (a bit per term, in
-    the order of ``terms.terms``), best first."""
+    candidates: QuerySet[Chunk],
+    terms: QueryTerms,
+    *,
+    also: Sequence[int] = (),
+    limit: int = KEYWORD_HITS,
+) -> list[KeywordHit]:
+    """The best ``limit`` chunks holding a selecting term, or among ``also`` (the
+    vector candidates) holding any term, best first.
+
+    One query: the inner one (the ORM's, with the caller's filters) ranks each row
+    once per term; the outer one adds the ranks up, so no rank is computed twice.
+    A term of one lexeme is held when its rank is positive; a phrase, when the
+    document matches it (``ts_rank`` also counts its words apart).
+    """
     present = [t for t in terms.terms if not terms.counted or t.chunks > 0]
     if not present:
-        return candidates.none()
+        return []
     selecting = selecting_terms(terms)
     queries = {t.text: _search_query(t) for t in present}
     conditions = Q()
@@ -153,41 +173,60 @@ def keyword_ranked(
     if also:
         conditions |= Q(pk__in=list(also), search_document=_any(queries.values()))
     if not conditions:
-        return candidates.none()
-    score = _sum([_term_score(queries[t.text], t) for t in present])
-    matched = _sum(
-        [
-            Case(
-                When(search_document=queries[t.text], then=Value(1 << bit)),
-                default=Value(0),
-                output_field=IntegerField(),
-            )
-            for bit, t in enumerate(terms.terms)
-            if t in present
-        ]
-    )
-    return (
-        candidates.filter(conditions)
-        .annotate(
-            keyword_score=Cast(score, FloatField()),
-            matched=matched,
+        return []
+    ranks = {
+        f"r{i}": SearchRank(F("search_document"), queries[t.text],
+                            weights=RANK_WEIGHTS,
+                            normalization=Value(RANK_NORMALIZATION))
+        for i, t in enumerate(present)
+    }  # fmt: skip
+    phrases = {
+        f"m{i}": Case(
+            When(search_document=queries[t.text], then=Value(1)),
+            default=Value(0),
+            output_field=IntegerField(),
         )
-        .order_by("-keyword_score", "pk")
+        for i, t in enumerate(present)
+        if t.lexemes > 1
+    }
+    inner = (
+        candidates.filter(conditions)
+        .annotate(**ranks, **phrases)
+        .values("pk", "page_id", "position", "embed_hash", *ranks, *phrases)
+        .order_by()  # the outer query orders
     )
+    inner_sql, inner_params = inner.query.sql_with_params()
+    score, score_params = _score_sql(present)
+    held = " + ".join(
+        f"(CASE WHEN s.{'m' if t.lexemes > 1 else 'r'}{i} > 0 "
+        f"THEN {1 << terms.terms.index(t)} ELSE 0 END)"
+        for i, t in enumerate(present)
+    )
+    sql = (
+        f"SELECT s.pk, s.page_id, s.position, s.embed_hash, {score} AS score, "
+        # OFFSET 0 keeps the inner query whole: inlined, each rank would be
+        # computed again in every expression that uses it.
+        f"{held} AS matched FROM ({inner_sql} OFFSET 0) s "
+        "ORDER BY score DESC, s.pk LIMIT %s"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*score_params, *inner_params, limit])
+        return [KeywordHit(*row) for row in cursor.fetchall()]
 
 
-def _term_score(query: SearchQuery, term: Term):
-    """The term's weight times its saturated rank: a second mention of a word
-    adds less than the first, as in BM25."""
-    rank = SearchRank(F("search_document"), query, weights=RANK_WEIGHTS,
-                      normalization=Value(RANK_NORMALIZATION))  # fmt: skip
-    if not RANK_SATURATION:
-        return rank * Value(term.weight)
-    return rank * Value(term.weight) / (rank + Value(RANK_SATURATION))
-
-
-def _sum(parts: list[Any]) -> Any:
-    return reduce(operator.add, parts)
+def _score_sql(present: list[Term]) -> tuple[str, list[float]]:
+    """Each term's weight times its saturated rank, summed: a second mention of a
+    word adds less than the first, as in BM25."""
+    parts: list[str] = []
+    params: list[float] = []
+    for i, term in enumerate(present):
+        if RANK_SATURATION:
+            parts.append(f"s.r{i} * %s / (s.r{i} + %s)")
+            params += [term.weight, RANK_SATURATION]
+        else:
+            parts.append(f"s.r{i} * %s")
+            params.append(term.weight)
+    return " + ".join(parts), params
 
 
 def _any(queries) -> SearchQuery:

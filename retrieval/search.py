@@ -195,10 +195,18 @@ def nearest_texts(embedder: Embedder, vector: list[float]) -> QuerySet:
 def _keyword_hits(
     candidates: QuerySet[Chunk], terms: QueryTerms, vector_hits: list[Hit]
 ) -> list[Hit]:
-    ranked = keyword_ranked(candidates, terms, also=[h.chunk.pk for h in vector_hits])[
-        :KEYWORD_HITS
-    ]
-    hits = [Hit(chunk=c, matched=c.matched) for c in ranked]  # type: ignore[attr-defined]
+    ranked = keyword_ranked(
+        candidates, terms, also=[h.chunk.pk for h in vector_hits], limit=KEYWORD_HITS
+    )
+    # Narrow rows, as the vector side's: the k chosen are read whole afterwards.
+    hits = [
+        Hit(
+            chunk=Chunk(pk=r.pk, page_id=r.page_id, position=r.position,
+                        embed_hash=r.embed_hash),
+            matched=r.matched,
+        )
+        for r in ranked
+    ]  # fmt: skip
     for rank, hit in enumerate(hits, start=1):
         hit.keyword_rank = rank
     return hits

@@ -12,8 +12,8 @@ from psycopg import sql
 from retrieval.embeddings import (
     Embedder,
     cached_embedder,
+    configured_space_name,
     get_embedder,
-    space_name,
     space_parts,
 )
 from retrieval.models import Embedding, EmbeddingSpace
@@ -86,7 +86,7 @@ def space_register(*, name: str, dimensions: int) -> EmbeddingSpace:
 
 def configured_space_register() -> EmbeddingSpace:
     """Register the space the settings name (without loading its model)."""
-    name = space_name(
+    name = configured_space_name(
         settings.EMBEDDING_BACKEND,
         settings.EMBEDDING_MODEL,
         settings.EMBEDDING_DIMENSIONS,

@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from kbsite.text import FENCE, HEADING, STOPWORDS, WORD, clean_inline, fenced, sentences
 
+# Text kept after a span, for the excerpt that shows it in context.
+AFTER_CHARS = 600
 # An attached list or table is cut after this many lines.
 ATTACHED_LINES = 20
 # A description quoted with its term is cut after this many characters.
@@ -61,6 +64,7 @@ def stems(text: str) -> set[str]:
     return {_stem(w) for w in WORD.findall(text.lower()) if w not in STOPWORDS}
 
 
+@lru_cache(maxsize=65536)
 def _stem(word: str) -> str:
     for suffix in ("ing", "es", "ed", "s"):
         if len(word) > len(suffix) + 3 and word.endswith(suffix):
@@ -222,8 +226,18 @@ def _rest_of(block: Block, sentence: str) -> str:
     return _plain([Block("prose", " ".join(parts[parts.index(sentence) + 1 :]))])
 
 
-def _plain(found: list[Block]) -> str:
-    return unmark(" ".join(clean_inline(b.text) for b in found if b.kind != "heading"))
+def _plain(found: list[Block], *, enough: int = AFTER_CHARS) -> str:
+    """Plain text of these blocks, stopping once ``enough`` characters are had."""
+    parts: list[str] = []
+    size = 0
+    for block in found:
+        if block.kind == "heading":
+            continue
+        parts.append(clean_inline(block.text))
+        size += len(parts[-1])
+        if size >= enough:
+            break
+    return unmark(" ".join(parts))
 
 
 def unmark(text: str) -> str:
@@ -258,7 +272,7 @@ def excerpt(question: str, markdown: str, *, limit: int) -> str:
     what follows it, cut at a word near ``limit`` characters."""
     span = best_span(question, markdown)
     if span is None or span.score == 0:
-        text = _plain(blocks(markdown))
+        text = _plain(blocks(markdown), enough=limit + 100)
     else:
         text = f"{span.plain} {span.after}"
     return cut(text, limit)

@@ -49,7 +49,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 CHROMIUM = shutil.which("chromium")
 CHROMEDRIVER = shutil.which("chromedriver")
-SCREENSHOT = Path(tempfile.gettempdir()) / "kb-ask-page.png"
+SCREENSHOTS = Path(__file__).resolve().parent.parent / "var" / "screenshots"
 
 
 @pytest.fixture
@@ -98,7 +98,8 @@ def test_a_person_logs_in_asks_and_reads_a_cited_answer(browser, live_server):
     code = answer.find_element(By.CSS_SELECTOR, "pre code").text
     marker = answer.find_element(By.CSS_SELECTOR, "a.marker")
     sources = browser.find_elements(By.CSS_SELECTOR, "ol.citations > li > a")
-    browser.save_screenshot(str(SCREENSHOT))
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    full_page_screenshot(browser, SCREENSHOTS / "ask-answer.png")
     assert "harbor db upgrade --to latest" in code
     assert "```" not in answer.text
     assert marker.text == "[1]" and marker.get_attribute("href").endswith("#citation-1")
@@ -128,9 +129,6 @@ def test_the_shared_link_shows_the_same_answer(browser, live_server):
 
     assert "harbor queue pause NAME" in answer
     assert QueryLog.objects.get(kind="query").feedback == QueryLog.Feedback.HELPFUL
-
-
-SCREENSHOTS = Path(__file__).resolve().parent.parent / "var" / "screenshots"
 
 
 def test_an_editor_reads_a_pages_diff_and_the_dashboard(browser, live_server):
