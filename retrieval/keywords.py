@@ -10,7 +10,8 @@ selected otherwise (by a rare term or by the vector search), so a question made 
 common words costs no more than one made of rare ones.
 
 The counts behind the weights (``Lexeme``) are refreshed with the index statistics,
-never by a search; a word missing from them is one the index did not hold then.
+never by a search; a word missing from them is one the index did not hold then: it
+weighs most, and still selects, so a page ingested since is found by its new words.
 """
 
 from __future__ import annotations
@@ -132,14 +133,14 @@ def _search_query(term: Term) -> SearchQuery:
 
 def selecting_terms(terms: QueryTerms) -> list[Term]:
     """The rarest terms, while together they match at most KEYWORD_RANKED chunks;
-    every term while the index has not been counted yet."""
+    every term while the index has not been counted yet. A term the counts lack
+    selects too: it is either absent (the index lookup finds nothing, cheaply) or
+    new since the counts, on pages ingested since, which must be found at once."""
     if not terms.counted:
         return list(terms.terms)
     chosen: list[Term] = []
     matched = 0
     for term in sorted(terms.terms, key=lambda t: t.chunks):
-        if term.chunks == 0:
-            continue  # matches nothing
         if matched + term.chunks > KEYWORD_RANKED:
             break
         chosen.append(term)
@@ -162,7 +163,7 @@ def keyword_ranked(
     A term of one lexeme is held when its rank is positive; a phrase, when the
     document matches it (``ts_rank`` also counts its words apart).
     """
-    present = [t for t in terms.terms if not terms.counted or t.chunks > 0]
+    present = terms.terms
     if not present:
         return []
     selecting = selecting_terms(terms)

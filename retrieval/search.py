@@ -51,7 +51,8 @@ class SearchMode(StrEnum):
 @dataclass
 class Hit:
     chunk: Chunk
-    score: float = 0.0
+    score: float = 0.0  # the page's fused score: what orders pages
+    chunk_score: float = 0.0  # the chunk's own: what orders a page's chunks
     similarity: float | None = None  # cosine similarity, from the vector list
     vector_rank: int | None = None
     keyword_rank: int | None = None
@@ -236,14 +237,14 @@ def _fuse(
         for page_rank, page_id in enumerate(pages, start=1):
             page_score[page_id] += weight / (RRF_K + page_rank)
     for hit in by_chunk.values():
-        hit.score = sum(
+        hit.score = page_score[hit.chunk.page_id]
+        hit.chunk_score = sum(
             weight / (RRF_K + getattr(hit, rank_of))
             for rank_of, weight in weights.items()
             if getattr(hit, rank_of) is not None
         )
     return sorted(
-        by_chunk.values(),
-        key=lambda h: (-page_score[h.chunk.page_id], -h.score, h.chunk.pk),
+        by_chunk.values(), key=lambda h: (-h.score, -h.chunk_score, h.chunk.pk)
     )
 
 
