@@ -49,7 +49,16 @@ def source_links_push(*, source: Source, page: Page, content: Content) -> Recraw
         markdown=body.format == wire.BodyFormat.MARKDOWN,
         base_url=page.url,
     )
-    wanted = [url for url in links if url != page.url and source_covers(source, url)]
+    return source_urls_push(source=source, urls=links, exclude=page.url)
+
+
+def source_urls_push(
+    *, source: Source, urls: list[str], exclude: str = ""
+) -> RecrawlPlan:
+    """Pages (and pushes) for the URLs the source covers that are no page yet, in
+    order, while the source has room (``max_pages``). Known pages keep their own
+    schedule."""
+    wanted = [url for url in urls if url != exclude and source_covers(source, url)]
     known = set(Page.objects.filter(url__in=wanted).values_list("url", flat=True))
     room = source.max_pages - source.pages.count()
     new = [url for url in wanted if url not in known][: max(0, room)]

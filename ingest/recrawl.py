@@ -26,6 +26,7 @@ from sources.scope import source_covers, source_for_url
 # pg_try_advisory_xact_lock key of the planner ("kb plan").
 PLANNER_LOCK = 0x6B62_706C
 SEND_TASK = "sources.tasks.pushes_send_task"
+SITEMAPS_TASK = "ingest.tasks.source_sitemaps_push_task"
 
 
 @dataclass
@@ -36,6 +37,16 @@ class RecrawlPlan:
     fetching: int = 0  # handed to the built-in (or Nstproxy) fetcher
     out_of_scope: int = 0  # URLs no source covers
     busy: bool = False  # another planner was at work; nothing done
+
+    def __add__(self, other: RecrawlPlan) -> RecrawlPlan:
+        return RecrawlPlan(
+            selected=self.selected + other.selected,
+            queued=self.queued + other.queued,
+            in_flight=self.in_flight + other.in_flight,
+            fetching=self.fetching + other.fetching,
+            out_of_scope=self.out_of_scope + other.out_of_scope,
+            busy=self.busy or other.busy,
+        )
 
     def __str__(self) -> str:
         if self.busy:
@@ -112,14 +123,21 @@ def urls_recrawl(*, urls: Iterable[str], source: Source | None = None) -> Recraw
     return found
 
 
-def source_crawl_start(*, source: Source) -> RecrawlPlan:
+def source_crawl_start(*, source: Source, sitemaps: bool = True) -> RecrawlPlan:
     """Crawl the source from its seeds (and sitemap): the built-in crawler starts
     (or resumes) a crawl of the site; for Crawlbase, a page is made and pushed for
-    each seed, and the pages they link to follow as they are delivered."""
+    each seed, the source's sitemaps are read by a job once this transaction
+    commits (``sitemaps``; no network call here), and the pages they link to
+    follow as they are delivered."""
     if source.is_crawled_here:
         crawl, _ = crawl_start(source=source)
         return RecrawlPlan(fetching=crawl.urls.count())
-    return urls_recrawl(urls=source.seeds[: source.max_pages], source=source)
+    plan = urls_recrawl(urls=source.seeds[: source.max_pages], source=source)
+    if sitemaps:
+        transaction.on_commit(
+            lambda: async_task(SITEMAPS_TASK, source.pk, task_name="read sitemaps")
+        )
+    return plan
 
 
 def pushes_send_soon() -> None:

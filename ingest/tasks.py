@@ -7,6 +7,7 @@ from ingest.process import delivery_process
 from ingest.queueing import deliveries_bodies_expire, deliveries_requeue_stalled
 from ingest.recrawl import recrawl_due
 from ingest.rederive import source_pages_rederive, sources_boilerplate_refresh
+from ingest.sitemap_seeds import source_sitemaps_push
 from sources.models import Source
 
 
@@ -42,3 +43,11 @@ def crawl_work_task(crawl_id: int) -> str:
 
 def crawls_resume_task() -> int:
     return crawls_resume()
+
+
+def source_sitemaps_push_task(source_id: int) -> str:
+    source = Source.objects.filter(pk=source_id).first()
+    if source is None:
+        return "source gone"
+    seeds, plan = source_sitemaps_push(source=source)
+    return f"{seeds}; {plan}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 import threading
 from datetime import timedelta
 from io import StringIO
@@ -18,12 +19,14 @@ from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from ingest.models import Delivery
-from ingest.recrawl import recrawl_due, source_crawl_start, urls_recrawl
+from ingest.recrawl import SITEMAPS_TASK, recrawl_due, source_crawl_start, urls_recrawl
+from ingest.sitemap_seeds import source_sitemaps_push
 from retrieval.models import Chunk
 from sources.models import Page, Push, Source
 from sources.pushing import pushes_send
 from sources.services import source_schedule_replan
 from tests.fakes.crawlbase_api import CRAWLER, TOKEN, FakeCrawlbaseAPI, SitePage
+from tests.fakes.site import FakeSite, sitemap_xml
 from tests.world import SITE, page_html, run_queued
 from tests.world import TOKEN as WEBHOOK_TOKEN
 
@@ -332,10 +335,94 @@ def test_crawlbase_push_sends_urls_and_says_what_it_did(source, crawlbase):
 
 @pytest.mark.django_db
 def test_crawlbase_push_of_a_source_pushes_its_seeds(source, crawlbase):
-    call_command("crawlbase_push", "--source", "Example docs",
+    call_command("crawlbase_push", "--source", "Example docs", "--no-sitemaps",
                  stdout=StringIO(), stderr=StringIO())  # fmt: skip
 
     assert crawlbase.urls() == [f"{SITE}/"]
+
+
+# -- sitemaps of Crawlbase sources ----------------------------------------------------
+
+
+@pytest.fixture
+def mapped_site(settings):
+    """A site whose robots.txt names a sitemap index (behind a redirect), whose
+    child sitemap lists pages in and out of the source's scope."""
+    settings.CRAWL_ALLOW_PRIVATE_ADDRESSES = True
+    with FakeSite() as site:
+        site.robots(f"User-agent: *\nDisallow:\nSitemap: {site.url('/old-map.xml')}\n")
+        site.redirect("/old-map.xml", "/index.xml")
+        site.add("/index.xml", sitemap_xml([site.url("/docs.xml")], index=True))
+        site.add("/docs.xml", sitemap_xml([
+            site.url("/docs/a/"), site.url("/docs/b/?utm_source=map"),
+            site.url("/docs/private/keys/"), site.url("/blog/news/"),
+            "https://elsewhere.example.org/docs/", site.url("/docs/c/"),
+        ]))  # fmt: skip
+        yield site
+
+
+@pytest.fixture
+def mapped_source(db, mapped_site):
+    return Source.objects.create(
+        name="Mapped docs",
+        fetcher=Source.Fetcher.CRAWLBASE,
+        seed_urls=mapped_site.url("/docs/"),
+        allow_patterns="^" + re.escape(mapped_site.url("/docs/")),
+        deny_patterns="/private/",
+        max_pages=3,
+    )
+
+
+@pytest.mark.django_db
+def test_a_new_crawlbase_source_pushes_what_its_sitemaps_list_in_scope(
+    mapped_site, mapped_source, crawlbase, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=True):
+        source_crawl_start(source=mapped_source)
+
+    assert run_queued(SITEMAPS_TASK) == [
+        "2 sitemaps read, 6 URLs listed, 3 in scope; "
+        "2 pages selected, 2 queued for Crawlbase, 0 skipped (in flight), "
+        "0 queued for the built-in fetcher, 0 URLs out of every scope"
+    ]
+    pushes_send()
+    # The seed, then the sitemap's covered URLs (tracking parameters dropped), up
+    # to max_pages: /docs/c/ had no room; private, blog and other hosts no scope.
+    assert crawlbase.urls() == [
+        mapped_site.url("/docs/"), mapped_site.url("/docs/a/"),
+        mapped_site.url("/docs/b/"),
+    ]  # fmt: skip
+    assert mapped_site.requested("/robots.txt") == 1
+
+
+@pytest.mark.django_db
+def test_crawlbase_push_of_a_source_reads_its_sitemaps_and_says_so(
+    mapped_site, mapped_source, crawlbase
+):
+    out = StringIO()
+
+    call_command("crawlbase_push", "--source", "Mapped docs",
+                 stdout=out, stderr=StringIO())  # fmt: skip
+
+    assert "sitemaps: 2 sitemaps read, 6 URLs listed, 3 in scope" in out.getvalue()
+    assert "3 queued for Crawlbase" in out.getvalue()
+    assert len(crawlbase.urls()) == 3
+
+
+@pytest.mark.django_db
+def test_a_missing_sitemap_is_reported_and_the_seeds_still_go(
+    mapped_site, mapped_source, crawlbase
+):
+    mapped_site.robots("User-agent: *\nDisallow:\n")
+    mapped_site.add("/sitemap.xml", "", status=404)
+
+    seeds, plan = source_sitemaps_push(source=mapped_source)
+
+    assert str(seeds) == (
+        f"0 sitemaps read, 0 URLs listed, 0 in scope; 1 failed: "
+        f"{mapped_site.url('/sitemap.xml')}: HTTP 404"
+    )
+    assert plan.queued == 0
 
 
 @pytest.mark.django_db

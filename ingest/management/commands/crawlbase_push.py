@@ -7,6 +7,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from ingest.recrawl import source_crawl_start, urls_recrawl
 from ingest.recrawl_command import plan_send, source_named
+from ingest.sitemap_seeds import source_sitemaps_push
 
 
 class Command(BaseCommand):
@@ -22,12 +23,20 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--source",
-            help="Push this source's seeds (with URLs: the source they belong to; "
-            "default: the most specific source covering each URL).",
+            help="Push this source's seeds and the in-scope URLs of its sitemaps "
+            "(with URLs: the source they belong to; default: the most specific "
+            "source covering each URL).",
+        )
+
+        parser.add_argument(
+            "--no-sitemaps",
+            dest="sitemaps",
+            action="store_false",
+            help="With --source: push the seeds only, without reading its sitemaps.",
         )
 
     def handle(self, *args: Any, urls: list[str], file: Path | None,
-               source: str | None, **options: Any) -> None:  # fmt: skip
+               source: str | None, sitemaps: bool, **options: Any) -> None:  # fmt: skip
         owner = source_named(source)
         if file is not None:
             try:
@@ -37,7 +46,11 @@ class Command(BaseCommand):
         if urls:
             plan = urls_recrawl(urls=urls, source=owner)
         elif owner is not None:
-            plan = source_crawl_start(source=owner)
+            plan = source_crawl_start(source=owner, sitemaps=False)
+            if sitemaps and not owner.is_crawled_here:
+                seeds, listed = source_sitemaps_push(source=owner)
+                self.stdout.write(f"sitemaps: {seeds}")
+                plan += listed
         else:
             raise CommandError("give URLs, --file or --source")
         plan_send(self, plan)

@@ -1,0 +1,125 @@
+"""The first URLs of a Crawlbase source from its sitemaps.
+
+Crawlbase's Enterprise Crawler fetches only the URLs it is given, so a sitemap
+(the source's own, the ``Sitemap:`` lines of each seed host's robots.txt, or
+``/sitemap.xml`` when neither names one) is read here, with the built-in
+crawler's direct fetcher (its address guard and size limit included): sitemaps
+are small XML files and robots.txt smaller still, and both are meant for bots.
+Sitemap indexes are followed, at most ``MAX_SITEMAPS`` files per source. Every
+listed URL the source covers becomes a page and is pushed once, up to the
+source's ``max_pages``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from urllib.parse import urljoin
+
+from ingest.crawl.fetchers import DirectFetcher, Fetcher, FetchError, Response
+from ingest.crawl.robots import origin_of
+from ingest.discovery import source_urls_push
+from ingest.recrawl import RecrawlPlan
+from kbsite.canonical import canonical_url
+from kbsite.sitemaps import Sitemap, SitemapError, robots_sitemaps, sitemap_parse
+from sources.models import Source
+from sources.scope import source_covers
+
+# Sitemap files read for one source (an index and its children count alike).
+MAX_SITEMAPS = 50
+# Redirects followed for one file.
+MAX_REDIRECTS = 5
+
+
+@dataclass
+class SitemapSeeds:
+    urls: list[str] = field(default_factory=list)  # listed and covered, in order
+    sitemaps: int = 0  # files read
+    listed: int = 0  # page URLs listed, covered or not
+    errors: list[str] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        errors = f"; {len(self.errors)} failed: {self.errors[0]}" if self.errors else ""
+        return (
+            f"{self.sitemaps} sitemaps read, {self.listed} URLs listed, "
+            f"{len(self.urls)} in scope{errors}"
+        )
+
+
+def source_sitemap_urls(
+    *, source: Source, fetcher: Fetcher | None = None
+) -> SitemapSeeds:
+    """The page URLs the source's sitemaps list that its scope covers."""
+    own = fetcher or DirectFetcher()
+    found = SitemapSeeds()
+    try:
+        queue = _sitemaps_named(source, own, found)
+        seen: set[str] = set()
+        covered: dict[str, None] = {}
+        while queue and found.sitemaps < MAX_SITEMAPS:
+            url = queue.pop(0)
+            if url in seen:
+                continue
+            seen.add(url)
+            sitemap = _sitemap_read(own, url, found)
+            if sitemap is None:
+                continue
+            found.sitemaps += 1
+            queue += [e.url for e in sitemap.sitemaps]
+            found.listed += len(sitemap.pages)
+            for entry in sitemap.pages:
+                page_url = canonical_url(entry.url)
+                if source_covers(source, page_url):
+                    covered[page_url] = None
+        found.urls = list(covered)
+    finally:
+        if fetcher is None:
+            own.close()
+    return found
+
+
+def source_sitemaps_push(*, source: Source) -> tuple[SitemapSeeds, RecrawlPlan]:
+    """Read the source's sitemaps and push what they list that is new to it."""
+    seeds = source_sitemap_urls(source=source)
+    return seeds, source_urls_push(source=source, urls=seeds.urls)
+
+
+def _sitemaps_named(source: Source, fetcher: Fetcher, found: SitemapSeeds) -> list[str]:
+    named = [source.sitemap_url] if source.sitemap_url else []
+    origins = dict.fromkeys(origin_of(seed) for seed in source.seeds)
+    for origin in origins:
+        response = _get(fetcher, f"{origin}/robots.txt", found)
+        if response is not None and response.status == 200:
+            text = response.body.decode("utf-8", "replace")
+            named += robots_sitemaps(text)
+    if not named:
+        named = [f"{origin}/sitemap.xml" for origin in origins]
+    return list(dict.fromkeys(named))
+
+
+def _sitemap_read(fetcher: Fetcher, url: str, found: SitemapSeeds) -> Sitemap | None:
+    response = _get(fetcher, url, found)
+    if response is None:
+        return None
+    if response.status != 200:
+        found.errors.append(f"{url}: HTTP {response.status}")
+        return None
+    try:
+        return sitemap_parse(response.body)
+    except SitemapError as error:
+        found.errors.append(f"{url}: {error}")
+        return None
+
+
+def _get(fetcher: Fetcher, url: str, found: SitemapSeeds) -> Response | None:
+    """The answer at ``url`` after at most MAX_REDIRECTS redirects, or None."""
+    for _ in range(MAX_REDIRECTS + 1):
+        try:
+            response = fetcher.get(url, raw=True)
+        except FetchError as error:
+            found.errors.append(f"{url}: {error}")
+            return None
+        if not response.is_redirect or fetcher.follows_redirects:
+            return response
+        url = urljoin(url, response.location)
+    found.errors.append(f"{url}: more than {MAX_REDIRECTS} redirects")
+    return None
