@@ -58,7 +58,7 @@ def main() -> None:
 
     from ingest.recrawl import recrawl_due
     from sources.models import Push, Source
-    from sources.services import source_schedule_replan
+    from sources.replan import source_schedule_replan
 
     fill(args.pages)
     print(f"{args.pages:,} pages, half of them due, a tenth of those in flight")

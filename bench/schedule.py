@@ -39,6 +39,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from sources import schedule
+from sources.change_rate import CHECKS_KEPT
+from sources.day_plan import SPENDING_DAYS
 
 HOURS_PER_DAY = schedule.HOURS_PER_DAY
 MIN_HOURS = 1.0
@@ -155,7 +157,7 @@ class LearningMonth(Month):
     As the product runs it: each check updates the page's rate and its next
     interval at once, under its source's current plan. Once a day the plan is made
     again for the next 24 hours from every page's rate and hours since its last
-    check, for the budget corrected by the last week's spending, and every page is
+    check, for the budget corrected by the last two days' spending, and every page is
     re-timed to it: due its new interval after its last check, at once if past.
     """
 
@@ -176,15 +178,16 @@ class LearningMonth(Month):
         ):
             history = self.histories[page]
             history.append((interval, was_changed))
+            del history[:-CHECKS_KEPT]  # what a page keeps
             rate = schedule.estimate_rate(history, default_hours=self.default_hours)
             self.estimates[page] = rate
             self.intervals[page] = schedule.next_interval(rate, self.plan)
 
     def replan(self, now: float) -> None:
         day = int(now // HOURS_PER_DAY)
-        week = self.per_day[max(day - 7, 0) : day]
+        recent = self.per_day[max(day - SPENDING_DAYS, 0) : day]
         today = schedule.checks_for_today(
-            self.budget, spent=float(week.sum()), days=len(week)
+            self.budget, spent=float(recent.sum()), days=len(recent)
         )
         ages = (now - self.synced).tolist()
         self.plan = schedule.plan_day(

@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 HOURS_PER_DAY = 24.0
+# The checks of a page its change rate is estimated from (``Page.check_hours``).
+CHECKS_KEPT = 50
 # Before its first check a page changes about once per its source's interval, give
 # or take a factor e^PRIOR_SPREAD (90): two standard deviations span a weekly
 # source's pages from hourly (168 times faster, e^5.1) to yearly (52 times slower,

@@ -28,6 +28,9 @@ from sources.staleness import (
     price_range,
 )
 
+# Days of spending ``checks_for_today`` is given: what each page's kept checks
+# (``Page.check_hours``, the last 50) hold even for an hourly page.
+SPENDING_DAYS = 2
 # Groups per tenfold of rate. A day's checks fall in steps as the price rises (pages
 # checked together flip together), so the groups are finer than a steady-state grid.
 DAY_GROUPS_PER_DECADE = 128

@@ -13,11 +13,10 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from sources import schedule
+from sources.change_rate import CHECKS_KEPT
 
 # First wait after a failed crawl; it doubles with each further failure.
 FAILURE_RETRY = timedelta(minutes=15)
-# The checks of a page its change rate is estimated from, newest last.
-CHECKS_KEPT = 50
 HOUR = timedelta(hours=1)
 
 

@@ -1,4 +1,4 @@
-"""Work on sources and pages that spans rows: boilerplate counts, schedule plans."""
+"""Work on sources and pages that spans rows: boilerplate counts."""
 
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ from django.conf import settings
 from django.db import connection
 from django.db.models import F
 
-from sources import schedule
-from sources.models import HOUR, LineShape, Page, Source
+from sources.models import LineShape, Page, Source
 
 
 def source_common_shapes(*, source: Source) -> set[int]:
@@ -67,48 +66,3 @@ def _increment(source_id: int, shapes: dict[int, str]) -> None:
             f"{table}.pages + 1",
             [value for row in rows for value in row],
         )
-
-
-def source_schedule_replan(*, source: Source) -> schedule.Plan | None:
-    """Work out the source's price of a check from its live pages' change rates and
-    its crawl budget (by default what checking each page once per recheck interval
-    costs); gone and redirected pages' checks come off the budget first. Each page
-    takes its new interval at its next check."""
-    plan = None
-    if source.adaptive_recrawl:
-        default_rate = HOUR / source.recrawl_every
-        live = source.pages.filter(status=Page.Status.LIVE)
-        rates = [
-            default_rate if rate is None else rate
-            for rate in live.values_list("change_rate", flat=True)
-        ]
-        resting = source.pages.filter(
-            status__in=[Page.Status.GONE, Page.Status.REDIRECTED]
-        ).count()
-        budget = source.crawl_budget or len(rates) * default_rate * 24
-        budget -= resting * 24 * HOUR / source.recrawl_max
-        if rates and budget > 0:
-            plan = schedule.plan_checks(
-                rates,
-                budget_per_day=budget,
-                min_hours=source.recrawl_min / HOUR,
-                max_hours=source.recrawl_max / HOUR,
-            )
-    stored = None
-    if plan is not None:
-        multiplier = plan.multiplier
-        stored = {
-            "multiplier": multiplier if math.isfinite(multiplier) else "inf",
-            "stale_cost_hours": plan.stale_cost_hours,
-        }
-    Source.objects.filter(pk=source.pk).update(schedule_plan=stored)
-    source.schedule_plan = stored
-    return plan
-
-
-def sources_schedule_replan() -> int:
-    """Re-plan every adaptive source; returns how many got a plan."""
-    return sum(
-        source_schedule_replan(source=source) is not None
-        for source in Source.objects.filter(adaptive_recrawl=True)
-    )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django_q.tasks import async_task
 
 from sources.pushing import PushingUnavailable, pushes_send
-from sources.services import sources_schedule_replan
+from sources.replan import sources_schedule_replan
 
 # One run sends for at most this long, then hands over to a fresh job, so that a
 # long queue never runs into the job timeout (Q_TIMEOUT).

@@ -24,7 +24,7 @@ from ingest.sitemap_seeds import source_sitemaps_push
 from retrieval.models import Chunk
 from sources.models import Page, Push, Source
 from sources.pushing import pushes_send
-from sources.services import source_schedule_replan
+from sources.replan import checks_since, source_schedule_replan, sources_schedule_replan
 from tests.fakes.crawlbase_api import CRAWLER, TOKEN, FakeCrawlbaseAPI, SitePage
 from tests.fakes.site import FakeSite, sitemap_xml
 from tests.world import SITE, page_html, run_queued
@@ -565,8 +565,9 @@ def simulate(source: Source, *, days: int) -> dict[str, list]:
                 else:
                     page.mark_verified(at=at, crawled_at=at)
             page.save()
-        source_schedule_replan(source=source)
+        source_schedule_replan(source=source, now=start + timedelta(days=day))
         for page in pages:
+            page.refresh_from_db(fields=["next_crawl_at"])  # re-timed to the plan
             page.source = source  # the new plan, as the next read would see it
         archive_intervals.append(archive.interval)
     return {"pages": [changelog, archive, daily[0]], "archive": archive_intervals}
@@ -620,3 +621,83 @@ def test_a_page_interval_set_by_hand_wins_over_the_schedule(source):
     page.mark_verified(at=now, crawled_at=now)
 
     assert page.next_crawl_at == now + timedelta(hours=6)
+
+
+# -- the day plan -------------------------------------------------------------------
+
+
+def checked_pages(source: Source, now, *, count: int, hand_set: int = 0) -> list[Page]:
+    """Live pages checked 1 to 7 days ago, at rates from one change a week to one a
+    month."""
+    pages = []
+    for n in range(count):
+        pages.append(make_page(
+            source, f"/p{n}/", status=Page.Status.LIVE,
+            change_rate=1 / (24 * (7 + n % 24)),
+            last_verified_at=now - timedelta(hours=24 + (n * 37) % 144),
+            next_crawl_at=now + timedelta(days=30),
+            recrawl_every=timedelta(hours=6) if n < hand_set else None,
+        ))  # fmt: skip
+    return pages
+
+
+@pytest.mark.django_db
+def test_a_days_plan_spends_the_days_budget_as_pages_fall_due(source):
+    source.recrawl_min, source.recrawl_max = timedelta(days=1), timedelta(days=30)
+    source.crawl_budget = 20
+    source.save()
+    now = timezone.now()
+    checked_pages(source, now, count=120)
+
+    plan = source_schedule_replan(source=source, now=now)
+
+    assert plan is not None and source.schedule_plan["planned_at"] == now.isoformat()
+    due_today = Page.objects.filter(next_crawl_at__lt=now + timedelta(days=1))
+    assert 15 <= due_today.count() <= 20, "re-timed so the day spends its budget"
+    for page in Page.objects.all():
+        expected = page.last_verified_at + page.interval
+        assert page.next_crawl_at == max(now, expected), page.url
+
+
+@pytest.mark.django_db
+def test_pages_timed_by_hand_or_backing_off_keep_their_time(source):
+    now = timezone.now()
+    hand_set, failing, *others = checked_pages(source, now, count=4, hand_set=1)
+    Page.objects.filter(pk=failing.pk).update(failure_count=2)
+
+    source_schedule_replan(source=source, now=now)
+
+    for page in [hand_set, failing]:
+        page.refresh_from_db()
+        assert page.next_crawl_at == now + timedelta(days=30), page.url
+    assert all(
+        Page.objects.get(pk=p.pk).next_crawl_at < now + timedelta(days=30)
+        for p in others
+    )
+
+
+@pytest.mark.django_db
+def test_the_hourly_schedule_plans_each_source_once_a_day(source):
+    now = timezone.now()
+    checked_pages(source, now, count=3)
+    fixed = Source.objects.create(name="Fixed", seed_urls=f"{SITE}/fixed/",
+                                  adaptive_recrawl=False)  # fmt: skip
+
+    assert sources_schedule_replan(now=now) == 1
+    assert sources_schedule_replan(now=now + timedelta(hours=23)) == 0
+    assert sources_schedule_replan(now=now + timedelta(hours=24)) == 1
+    fixed.refresh_from_db()
+    assert fixed.schedule_plan is None
+
+
+def test_spending_is_read_from_each_pages_last_checks():
+    now = timezone.now()
+    since = now - timedelta(days=2)
+
+    assert checks_since(None, [], since) == 0
+    assert checks_since(now - timedelta(days=3), [1.0], since) == 0
+    assert checks_since(now, [], since) == 1
+    # Checks now, 10 h, 30 h and 50 h ago: three within two days.
+    assert checks_since(now, [20.0, 20.0, 10.0], since) == 3
+    # An hourly page's two days (49 checks, 48 gaps) fit in the 50 gaps kept.
+    assert checks_since(now, [1.0] * 50, since) == 49
