@@ -11,7 +11,7 @@ from django.utils import timezone
 from django_q.models import OrmQ
 
 from ingest.crawl import safety
-from ingest.crawl.frontier import frontier_claim
+from ingest.crawl.claims import frontier_claim
 from ingest.crawl.services import (
     CRAWL_TASK,
     crawl_progress,

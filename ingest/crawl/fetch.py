@@ -21,7 +21,8 @@ from django.utils import timezone
 from w3lib.encoding import html_to_unicode
 
 from ingest import wire
-from ingest.crawl import frontier
+from ingest.crawl import admission, claims, results
+from ingest.crawl.admission import Found
 from ingest.crawl.fetchers import (
     HTML_TYPES,
     Fetcher,
@@ -29,7 +30,6 @@ from ingest.crawl.fetchers import (
     Response,
     media_type_wanted,
 )
-from ingest.crawl.frontier import Found
 from ingest.crawl.links import PageFacts, header_robots, html_facts, markdown_facts
 from ingest.crawl.robots import RobotsCache, RobotsUnreachable, origin_of
 from ingest.crawl.safety import Refused, address_refusal, scheme_refusal
@@ -103,7 +103,7 @@ def crawl_url_fetch(*, ctx: Context, row: CrawlUrl) -> str:
             return _sitemap_read(ctx, row, reached)
         return _page_deliver(ctx, row, reached)
     except Stop as stop:
-        frontier.url_finish(
+        results.url_finish(
             row=row, result=stop.result, site_status=stop.site_status, error=str(stop)
         )
         return stop.result
@@ -121,7 +121,7 @@ def _follow(ctx: Context, row: CrawlUrl) -> Reached:
         _check_hop(ctx, row, url, first=len(chain) == 1)
         if origin_of(url) != origin:
             origin = origin_of(url)
-            time.sleep(frontier.host_turn_wait(origin=origin))
+            time.sleep(claims.host_turn_wait(origin=origin))
         response = _get(ctx, row, url)
         if response.is_redirect and not ctx.fetcher.follows_redirects:
             url = _hop(chain, urljoin(url, response.location))
@@ -275,7 +275,7 @@ def _sitemaps_discover(ctx: Context, origin: str) -> None:
     if not urls and not ctx.crawl.source.sitemap_url:
         urls = [origin + "/sitemap.xml"]
     found = [Found(url, depth=0, kind=CrawlUrl.Kind.SITEMAP) for url in urls]
-    frontier.urls_admit(crawl=ctx.crawl, found=found, scope=ctx.scope)
+    admission.urls_admit(crawl=ctx.crawl, found=found, scope=ctx.scope)
 
 
 # -- what a fetch ends in --------------------------------------------------------------
@@ -303,7 +303,7 @@ def _page_deliver(ctx: Context, row: CrawlUrl, reached: Reached) -> str:
     links = [] if reached.facts.nofollow else reached.facts.links
     if reached.facts.noindex:
         with transaction.atomic():
-            frontier.url_finish(
+            results.url_finish(
                 row=row, result=Result.ROBOTS, site_status=status, error="noindex"
             )
             _links_admit(ctx, row, links)
@@ -345,11 +345,11 @@ def _deliver(
         delivery_id, _ = delivery_receive(
             parsed=parsed, raw=raw, content_type=content_type
         )
-        frontier.url_finish(
+        results.url_finish(
             row=row, result=result, site_status=response.status, delivery_id=delivery_id
         )
         for url in reached.chain[1:]:
-            frontier.url_reached(
+            results.url_reached(
                 crawl=ctx.crawl, url=url, result=result, delivery_id=delivery_id
             )
         _links_admit(ctx, row, links or [])
@@ -390,7 +390,7 @@ def _push_record(ctx: Context, row: CrawlUrl, rid: str, started: datetime) -> No
 def _links_admit(ctx: Context, row: CrawlUrl, links: list[str]) -> None:
     if links and row.depth < ctx.crawl.max_depth:
         found = (Found(link, depth=row.depth + 1) for link in links)
-        frontier.urls_admit(
+        admission.urls_admit(
             crawl=ctx.crawl, found=found, scope=ctx.scope, known=ctx.known
         )
 
@@ -426,7 +426,7 @@ def _fail(
                 body_format=wire.BodyFormat.HTML,
             )
             delivery_id, _ = delivery_receive(parsed=parsed, raw=b"", content_type="")
-        frontier.url_finish(
+        results.url_finish(
             row=row,
             result=Result.FAILED,
             site_status=site_status,
@@ -438,15 +438,15 @@ def _fail(
 
 def _again(ctx: Context, row: CrawlUrl, again: Again) -> str:
     if again.after is not None:
-        frontier.host_slow_down(origin=row.origin, seconds=again.after)
+        claims.host_slow_down(origin=row.origin, seconds=again.after)
     if row.attempts <= settings.CRAWL_RETRIES:
         backoff = settings.CRAWL_RETRY_SECONDS * 2 ** (row.attempts - 1)
         wait = again.after if again.after is not None else backoff
-        frontier.url_retry_later(row=row, seconds=wait, error=str(again))
+        results.url_retry_later(row=row, seconds=wait, error=str(again))
         return ""
     message = f"{again} (after {row.attempts} attempts)"
     if row.kind == CrawlUrl.Kind.SITEMAP:
-        frontier.url_finish(row=row, result=Result.FAILED, error=message)
+        results.url_finish(row=row, result=Result.FAILED, error=message)
         return Result.FAILED
     return _fail(
         ctx,
@@ -470,11 +470,11 @@ def _sitemap_read(ctx: Context, row: CrawlUrl, reached: Reached) -> str:
     found = [Found(e.url, depth=0, lastmod=e.lastmod) for e in sitemap.pages]
     found += [Found(e.url, 0, kind=CrawlUrl.Kind.SITEMAP) for e in sitemap.sitemaps]
     with transaction.atomic():
-        queued = frontier.urls_admit(
+        queued = admission.urls_admit(
             crawl=ctx.crawl, found=found, scope=ctx.scope, known=ctx.known
         )
         note = f"{len(sitemap.pages)} pages, {len(sitemap.sitemaps)} sitemaps listed"
-        frontier.url_finish(
+        results.url_finish(
             row=row,
             result=Result.FETCHED,
             site_status=status,

@@ -17,10 +17,10 @@ from django_q.brokers import get_broker
 from django_q.models import OrmQ
 from django_q.tasks import async_task
 
-from ingest.crawl import frontier
+from ingest.crawl import admission, claims
+from ingest.crawl.admission import Found
 from ingest.crawl.fetch import Context, crawl_url_fetch
 from ingest.crawl.fetchers import DirectFetcher, Fetcher, FetchError
-from ingest.crawl.frontier import Found
 from ingest.crawl.nstproxy import NstproxyFetcher
 from ingest.crawl.robots import RobotsCache
 from ingest.models import Crawl, CrawlUrl, Delivery
@@ -75,7 +75,7 @@ def crawl_start(
         if crawl is not None:
             # Seeds asked for now join the running crawl (done ones stay done).
             found = [Found(url, depth=0) for url in seeds]
-            frontier.urls_admit(crawl=crawl, found=found, scope=ScopeMap())
+            admission.urls_admit(crawl=crawl, found=found, scope=ScopeMap())
             crawl_workers_ensure(crawl=crawl)
             return crawl, False
         crawl = Crawl.objects.create(
@@ -87,7 +87,7 @@ def crawl_start(
         found = [Found(url, depth=0) for url in seeds or source.seeds]
         if source.sitemap_url:
             found.append(Found(source.sitemap_url, 0, kind=CrawlUrl.Kind.SITEMAP))
-        frontier.urls_admit(crawl=crawl, found=found, scope=ScopeMap())
+        admission.urls_admit(crawl=crawl, found=found, scope=ScopeMap())
         crawl_workers_ensure(crawl=crawl)
     return crawl, True
 
@@ -108,7 +108,7 @@ def page_fetch_queue(*, page_ids: Iterable[int]) -> int:
     for source_id, urls in by_source.items():
         with transaction.atomic():
             crawl = _pages_crawl(source_id)
-            queued += frontier.pages_requeue(crawl=crawl, urls=urls)
+            queued += admission.pages_requeue(crawl=crawl, urls=urls)
             crawl_workers_ensure(crawl=crawl)
     return queued
 
@@ -196,9 +196,9 @@ def _work(ctx: Context, deadline: float) -> str:
         # The heartbeat, and whether the crawl was cancelled meanwhile.
         if not running.update(heartbeat_at=timezone.now()):
             return "cancelled"
-        claimed = frontier.frontier_claim(crawl=crawl)
+        claimed = claims.frontier_claim(crawl=crawl)
         if claimed is None:
-            pause = frontier.seconds_to_next(crawl=crawl)
+            pause = claims.seconds_to_next(crawl=crawl)
             if pause is None:
                 # Nothing queued: done, or the last URLs are with other workers
                 # (whoever finishes the last one closes the crawl).
