@@ -19,7 +19,8 @@ from django_q.tasks import async_task
 
 from ingest.crawl import admission, claims
 from ingest.crawl.admission import Found
-from ingest.crawl.fetch import Context, crawl_url_fetch
+from ingest.crawl.context import Context
+from ingest.crawl.fetch import crawl_url_fetch
 from ingest.crawl.fetchers import DirectFetcher, Fetcher, FetchError
 from ingest.crawl.nstproxy import NstproxyFetcher
 from ingest.crawl.robots import RobotsCache
