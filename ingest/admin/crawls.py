@@ -8,7 +8,8 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
 
-from ingest.crawl.services import crawl_cancel, crawl_progress
+from ingest.crawl.progress import crawl_progress
+from ingest.crawl.services import crawl_cancel
 from ingest.models import Crawl, CrawlUrl
 from kbsite.admin_utils import ReadOnlyAdmin
 
