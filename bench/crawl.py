@@ -140,7 +140,8 @@ def crawl_once(site: Site, name: str, limit: int, fake) -> float:
     pages derived again once the site's boilerplate is learned)."""
     from django_q.models import OrmQ
 
-    from ingest.crawl.services import crawl_progress, crawl_start
+    from ingest.crawl.progress import crawl_progress
+    from ingest.crawl.services import crawl_start
     from ingest.crawl.setup import source_for_crawl
 
     requests = fake.requests

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ingest.crawl.services import crawl_work, crawls_resume
+from ingest.crawl.jobs import crawl_work, crawls_resume
 from ingest.process import delivery_process
 from ingest.queueing import deliveries_bodies_expire, deliveries_requeue_stalled
 from ingest.recrawl import recrawl_due

@@ -11,13 +11,10 @@ from django.utils import timezone
 from django_q.models import OrmQ
 
 from ingest.crawl import safety
-from ingest.crawl.frontier import frontier_claim
-from ingest.crawl.services import (
-    CRAWL_TASK,
-    crawl_progress,
-    crawl_start,
-    page_fetch_queue,
-)
+from ingest.crawl.claims import frontier_claim
+from ingest.crawl.jobs import CRAWL_TASK
+from ingest.crawl.progress import crawl_progress
+from ingest.crawl.services import crawl_start, page_fetch_queue
 from ingest.models import Crawl, CrawlHost, CrawlUrl, Delivery
 from ingest.queueing import TASK as DELIVERY_TASK
 from retrieval.models import Chunk, Embedding

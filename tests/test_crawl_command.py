@@ -11,7 +11,7 @@ from django.test import override_settings
 from django.urls import reverse
 from django_q.models import OrmQ
 
-from ingest.crawl.services import CRAWL_TASK
+from ingest.crawl.jobs import CRAWL_TASK
 from ingest.models import Crawl
 from sources.models import Page, Source
 from tests.fakes.site import page

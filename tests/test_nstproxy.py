@@ -7,7 +7,8 @@ from django.test import override_settings
 
 from ingest.crawl.fetchers import FetchError
 from ingest.crawl.nstproxy import NstproxyFetcher
-from ingest.crawl.services import crawl_progress, crawl_start
+from ingest.crawl.progress import crawl_progress
+from ingest.crawl.services import crawl_start
 from ingest.models import Crawl
 from sources.models import Page, Source
 from tests.fakes.nstproxy import FakeNstproxy

@@ -6,13 +6,9 @@ import time
 
 from django.core.management.base import BaseCommand, CommandError
 
-from ingest.crawl.services import (
-    NotCrawledHere,
-    Progress,
-    crawl_progress,
-    crawl_start,
-    crawls_resume,
-)
+from ingest.crawl.jobs import NotCrawledHere, crawls_resume
+from ingest.crawl.progress import Progress, crawl_progress
+from ingest.crawl.services import crawl_start
 from ingest.crawl.setup import CrawlRequestError, source_for_crawl
 from ingest.models import Crawl, CrawlUrl
 from kbsite.progress import ProgressBar

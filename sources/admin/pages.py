@@ -1,105 +1,33 @@
+"""The page admin: pages filtered by the editor's questions about them, their
+chunks, and the diff between two of their versions."""
+
 from __future__ import annotations
 
 from typing import Any
 
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied
-from django.db import models
-from django.db.models import BooleanField, Count, F, Func, Q, QuerySet
+from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
-from django.urls import path, reverse
+from django.urls import path
 from django.utils import timezone
-from django.utils.html import format_html, format_html_join
+from django.utils.html import format_html_join
 
 from kbsite.admin_utils import (
     CappedPaginator,
     ListDeferMixin,
-    ReadableDurationField,
-    ReadOnlyAdmin,
     ago,
     hash_column,
     number,
-    readable_duration,
     short_hash,
     title_and_path,
 )
 from kbsite.textdiff import markdown_diff
-from sources.models import LineShape, Page, PageVersion, Push, Source, stale_condition
-
-DURATION_HELP = (
-    "How often pages are checked again, e.g. 7 days, 12 hours, 1 day 6 hours."
-)
-
-
-def durations_in_words(help_text: str) -> dict[Any, dict[str, Any]]:
-    return {
-        models.DurationField: {
-            "form_class": ReadableDurationField,
-            "help_text": help_text,
-        }
-    }
-
-
-@admin.register(Source)
-class SourceAdmin(admin.ModelAdmin):
-    menu_order = 1
-    list_display = ["name", "fetcher", "live_count", "failing_count", "stale_count",
-                    "interval"]  # fmt: skip
-    list_filter = ["fetcher"]
-    search_fields = ["name", "seed_urls", "sitemap_url"]
-    filter_horizontal = ["allowed_groups"]
-    readonly_fields = ["created_at", "updated_at"]
-    formfield_overrides = durations_in_words(DURATION_HELP)
-
-    def get_queryset(self, request: HttpRequest) -> QuerySet[Source]:
-        live = Q(pages__status=Page.Status.LIVE)
-        return (
-            super()
-            .get_queryset(request)
-            .annotate(
-                _pages=Count("pages"),
-                _live=Count("pages", filter=live),
-                _failing=Count("pages", filter=Q(pages__failure_count__gt=0)),
-                _stale=Count(
-                    "pages",
-                    filter=stale_condition(now=timezone.now(), prefix="pages__"),
-                ),
-            )
-        )
-
-    @admin.display(description="live pages", ordering="_live")
-    def live_count(self, obj: Any) -> str:
-        return format_html(
-            "{} <small>of {}</small>", number(obj._live), number(obj._pages)
-        )
-
-    @admin.display(description="failing", ordering="_failing")
-    def failing_count(self, obj: Any) -> str:
-        return _pages_link(obj, obj._failing, "failing")
-
-    @admin.display(description="stale", ordering="_stale")
-    def stale_count(self, obj: Any) -> str:
-        return _pages_link(obj, obj._stale, "stale")
-
-    @admin.display(description="checked every", ordering="recrawl_every")
-    def interval(self, obj: Source) -> str:
-        return readable_duration(obj.recrawl_every)
-
-
-def _pages_link(source: Source, count: int, condition: str) -> str:
-    """A count linked to the page list filtered to it."""
-    if not count:
-        return "0"
-    url = reverse("admin:sources_page_changelist")
-    return format_html(
-        '<a href="{}?source__id__exact={}&amp;condition={}">{}</a>',
-        url,
-        source.pk,
-        condition,
-        number(count),
-    )
+from sources.admin.sources import durations_in_words
+from sources.admin.versions import PageVersionInline
+from sources.models import Page, PageVersion
 
 
 class PageConditionFilter(admin.SimpleListFilter):
@@ -131,27 +59,6 @@ class PageConditionFilter(admin.SimpleListFilter):
             case "near_duplicate":
                 return queryset.filter(near_duplicate_of__isnull=False)
         return None
-
-
-class PageVersionInline(admin.TabularInline):
-    model = PageVersion
-    fields = readonly_fields = ("recorded_at", "kind", "hash", "compare")
-    extra = 0
-    max_num = 0
-    can_delete = False
-    show_change_link = True
-
-    hash = hash_column("content_hash", "content hash")
-
-    def get_queryset(self, request: HttpRequest) -> QuerySet[PageVersion]:
-        return super().get_queryset(request).defer("markdown")
-
-    @admin.display(description="diff")
-    def compare(self, obj: PageVersion) -> str:
-        if obj.kind == PageVersion.Kind.DELETED:
-            return "—"
-        url = reverse("admin:sources_page_diff", args=[obj.page_id])
-        return format_html('<a href="{}?b={}">with the version before</a>', url, obj.pk)
 
 
 @admin.register(Page)
@@ -302,82 +209,3 @@ def _markdown(version: PageVersion | None) -> str:
     if version is None:
         return ""
     return PageVersion.objects.values_list("markdown", flat=True).get(pk=version.pk)
-
-
-class EqualsAny(Func):
-    """``value = ANY(array)`` in PostgreSQL."""
-
-    template = "(%(expressions)s))"
-    arg_joiner = " = ANY("
-    output_field = BooleanField()
-
-
-class StrippedFilter(admin.SimpleListFilter):
-    title = "stripped as boilerplate"
-    parameter_name = "stripped"
-
-    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        return [("yes", "Stripped"), ("no", "Kept (not on enough pages)")]
-
-    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet | None:
-        if self.value() == "yes":
-            return queryset.filter(_stripped=True)
-        if self.value() == "no":
-            return queryset.filter(_stripped=False)
-        return None
-
-
-@admin.register(LineShape)
-class LineShapeAdmin(ReadOnlyAdmin):
-    """What each source's pages repeat: the lines stripped as boilerplate."""
-
-    menu_order = 4
-    list_display = ["example", "source", "page_count", "stripped"]
-    list_filter = [StrippedFilter, "source"]
-    search_fields = ["example"]
-    ordering = ["-pages"]
-    list_select_related = ["source"]
-
-    def get_queryset(self, request: HttpRequest) -> QuerySet[LineShape]:
-        stripped = EqualsAny(F("shape"), F("source__common_shapes"))
-        return super().get_queryset(request).annotate(_stripped=stripped)
-
-    @admin.display(description="pages carrying it", ordering="pages")
-    def page_count(self, obj: LineShape) -> str:
-        return number(obj.pages)
-
-    @admin.display(description="stripped", boolean=True, ordering="_stripped")
-    def stripped(self, obj: Any) -> bool:
-        return obj._stripped
-
-
-@admin.register(PageVersion)
-class PageVersionAdmin(ReadOnlyAdmin):
-    menu_order = 3
-    list_display = ["page_title", "kind", "hash", "recorded_at", "compare"]
-    list_filter = ["kind"]
-    list_defer = ["markdown"]
-    search_fields = ["page__url", "content_hash"]
-    list_select_related = ["page"]
-    date_hierarchy = "recorded_at"
-
-    hash = hash_column("content_hash", "content hash")
-    compare = PageVersionInline.compare
-
-    @admin.display(description="page", ordering="page__title")
-    def page_title(self, obj: PageVersion) -> str:
-        return title_and_path(obj.page.title, obj.page.url)
-
-
-@admin.register(Push)
-class PushAdmin(ReadOnlyAdmin):
-    menu_order = 5
-    list_display = ["page_url", "state", "rid", "pushed_at", "delivered_at"]
-    list_filter = ["state"]
-    search_fields = ["=rid", "url"]
-    list_select_related = ["page"]
-    raw_id_fields = ["page"]
-
-    @admin.display(description="URL", ordering="url")
-    def page_url(self, obj: Push) -> str:
-        return title_and_path(obj.page.title, obj.url, host=True)

@@ -1,0 +1,240 @@
+"""The editors' source admin, extended with the crawls ingest runs (so that sources
+never depends on ingest): crawl buttons and actions, tokens spent, and an overview
+of the source's pages, index, deliveries and fetcher settings."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.contrib import admin
+from django.core.exceptions import PermissionDenied
+from django.db.models import OuterRef, QuerySet, Subquery, Sum
+from django.db.models.functions import Coalesce
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404
+from django.urls import path, reverse
+from django.utils import timezone
+from django.utils.html import format_html
+from django.views.decorators.http import require_POST
+
+from ingest import stats
+from ingest.admin.plans import plan_report
+from ingest.models import Delivery
+from ingest.recrawl import recrawl_due, source_crawl_start
+from kbsite.admin_utils import ago, number, tokens_cost
+from sources.admin.sources import SourceAdmin
+from sources.models import Source
+
+FETCHER_SETTINGS = {
+    Source.Fetcher.CRAWLBASE: ["CRAWLBASE_TOKEN", "CRAWLBASE_CRAWLER", "WEBHOOK_TOKEN"],
+    Source.Fetcher.NSTPROXY: ["NSTPROXY_API_KEY"],
+    Source.Fetcher.DIRECT: ["CRAWL_CONTACT_URL"],
+}
+
+
+def fetcher_problems(source: Source) -> list[str]:
+    """Settings the source's fetcher needs and does not have."""
+    needed = FETCHER_SETTINGS.get(Source.Fetcher(source.fetcher), [])
+    return [f"{name} is not set" for name in needed if not getattr(settings, name)]
+
+
+OVERVIEW = ["pages_overview", "index_overview", "last_delivery", "last_error",
+            "callback_url", "fetcher_status"]  # fmt: skip
+
+
+class CrawlingSourceAdmin(SourceAdmin):
+    actions = ["crawl_now", "recrawl_due_pages"]
+    list_display = [*SourceAdmin.list_display, "tokens_week"]
+    readonly_fields = [*SourceAdmin.readonly_fields, *OVERVIEW]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Source]:
+        week = Delivery.objects.filter(
+            page__source=OuterRef("pk"),
+            received_at__gte=timezone.now() - stats.WEEK,
+        ).order_by()
+        tokens = week.values("page__source").annotate(t=Sum("embedding_tokens"))
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(_tokens_week=Coalesce(Subquery(tokens.values("t")), 0))
+        )
+
+    def get_fieldsets(self, request: HttpRequest, obj: Any = None) -> Any:
+        """The overview first on an existing source; every other field after it,
+        whatever fields the model gains."""
+        fields = [f for f in self.get_fields(request, obj) if f not in OVERVIEW]
+        if obj is None:
+            return [(None, {"fields": fields})]
+        return [("Overview", {"fields": OVERVIEW}), ("Settings", {"fields": fields})]
+
+    def save_model(
+        self, request: HttpRequest, obj: Any, form: Any, change: bool
+    ) -> None:
+        super().save_model(request, obj, form, change)
+        if not change:
+            plan_report(self, request, source_crawl_start(source=obj))
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        source = Source.objects.filter(pk=object_id).first()
+        buttons = self.crawl_buttons(request, source) if source else []
+        context = {**(extra_context or {}), "crawl_buttons": buttons}
+        return super().change_view(request, object_id, form_url, context)
+
+    def crawl_buttons(self, request: HttpRequest, source: Source) -> list[dict]:
+        """The crawl actions of the source's page: only those its fetcher can do,
+        for editors who may change sources."""
+        if not self.has_change_permission(request, source):
+            return []
+        return [
+            {"url": reverse("admin:sources_source_crawl_now", args=[source.pk]),
+             "label": "Crawl now (from the seeds)"},
+            {"url": reverse("admin:sources_source_recrawl_due", args=[source.pk]),
+             "label": "Recrawl the due pages"},
+        ]  # fmt: skip
+
+    def get_urls(self) -> list[Any]:
+        def view(func: Any) -> Any:
+            return self.admin_site.admin_view(require_POST(func))
+
+        return [
+            path("<path:object_id>/crawl-now/", view(self.crawl_now_view),
+                 name="sources_source_crawl_now"),
+            path("<path:object_id>/recrawl-due/", view(self.recrawl_due_view),
+                 name="sources_source_recrawl_due"),
+            *super().get_urls(),
+        ]  # fmt: skip
+
+    def crawl_now_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        source = self._changeable(request, object_id)
+        plan_report(self, request, source_crawl_start(source=source))
+        return self._back(source)
+
+    def recrawl_due_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        source = self._changeable(request, object_id)
+        plan_report(self, request, recrawl_due(source=source))
+        return self._back(source)
+
+    def _changeable(self, request: HttpRequest, object_id: str) -> Source:
+        source = get_object_or_404(Source, pk=object_id)
+        if not self.has_change_permission(request, source):
+            raise PermissionDenied
+        return source
+
+    def _back(self, source: Source) -> HttpResponse:
+        return HttpResponseRedirect(
+            reverse("admin:sources_source_change", args=[source.pk])
+        )
+
+    # -- list columns and the overview ------------------------------------------
+
+    @admin.display(description="tokens, 7 days", ordering="_tokens_week")
+    def tokens_week(self, obj: Any) -> str:
+        return number(obj._tokens_week)
+
+    def _overview(self, obj: Any) -> stats.SourceOverview:
+        if not hasattr(obj, "_overview_cache"):
+            obj._overview_cache = stats.source_overview(source=obj, now=timezone.now())
+        return obj._overview_cache
+
+    @admin.display(description="pages")
+    def pages_overview(self, obj: Source) -> str:
+        o = self._overview(obj)
+        pages = reverse("admin:sources_page_changelist")
+        link = f"{pages}?source__id__exact={obj.pk}"
+        return format_html(
+            '<a href="{}&amp;status__exact=live">{} live</a> · '
+            '<a href="{}&amp;condition=stale">{} stale</a> (not verified within '
+            'their interval) · <a href="{}&amp;condition=failing">{} failing</a> · '
+            '<a href="{}&amp;condition=tombstoned">{} gone</a> · {} redirected · '
+            '<a href="{}&amp;condition=pending">{} waiting for a first crawl</a>',
+            link, number(o.live), link, number(o.stale), link, number(o.failing),
+            link, number(o.gone), number(o.redirected), link, number(o.pending),
+        )  # fmt: skip
+
+    @admin.display(description="index")
+    def index_overview(self, obj: Source) -> str:
+        o = self._overview(obj)
+        week, ever = tokens_cost(o.tokens_week), tokens_cost(o.tokens_ever)
+        return format_html(
+            "{} chunks · {} tokens embedded in the last 7 days{} · {} ever{}",
+            number(o.chunks),
+            number(o.tokens_week),
+            f" (≈ {week})" if week else "",
+            number(o.tokens_ever),
+            f" (≈ {ever})" if ever else "",
+        )
+
+    @admin.display(description="last delivery")
+    def last_delivery(self, obj: Source) -> str:
+        delivery = self._overview(obj).last_delivery
+        if delivery is None:
+            return "None yet."
+        url = reverse("admin:ingest_delivery_change", args=[delivery.pk])
+        return format_html(
+            '<a href="{}">{}</a>, {}: {}',
+            url,
+            delivery.url,
+            ago(delivery.received_at),
+            delivery.get_outcome_display() or delivery.get_state_display(),
+        )
+
+    @admin.display(description="last error")
+    def last_error(self, obj: Source) -> str:
+        page = self._overview(obj).last_error
+        if page is None:
+            return "No page is failing."
+        url = reverse("admin:sources_page_change", args=[page.pk])
+        return format_html(
+            '<a href="{}">{}</a>, {}: {}',
+            url,
+            page.title or page.url,
+            ago(page.last_failure_at),
+            page.last_error,
+        )
+
+    @admin.display(description="callback URL for Crawlbase")
+    def callback_url(self, obj: Source) -> str:
+        """What to paste into the crawler's settings at Crawlbase (the token is
+        WEBHOOK_TOKEN, masked here)."""
+        if obj.fetcher != Source.Fetcher.CRAWLBASE:
+            return f"— (this source's fetcher is {obj.get_fetcher_display()})"
+        token = settings.WEBHOOK_TOKEN
+        shown = f"{token[:4]}…" if token else "(WEBHOOK_TOKEN is not set)"
+        path_ = reverse("ingest:crawlbase-webhook")
+        return format_html(
+            "<code>{}{}?token={}</code>", settings.PUBLIC_URL, path_, shown
+        )
+
+    @admin.display(description="fetcher settings")
+    def fetcher_status(self, obj: Source) -> str:
+        problems = fetcher_problems(obj)
+        if not problems:
+            return "Complete."
+        return format_html(
+            '<strong class="kb-warning">Missing: {}</strong>', "; ".join(problems)
+        )
+
+    # -- actions on many sources -------------------------------------------------
+
+    @admin.action(description="Crawl the selected sources now (from their seeds)")
+    def crawl_now(self, request: HttpRequest, queryset: QuerySet[Source]) -> None:
+        for source in queryset:
+            plan_report(self, request, source_crawl_start(source=source))
+
+    @admin.action(description="Recrawl the due pages of the selected sources")
+    def recrawl_due_pages(
+        self, request: HttpRequest, queryset: QuerySet[Source]
+    ) -> None:
+        for source in queryset:
+            plan_report(self, request, recrawl_due(source=source))
+
+
+admin.site.unregister(Source)
+admin.site.register(Source, CrawlingSourceAdmin)

@@ -1,0 +1,55 @@
+"""A site crawl's sitemaps: those a host's robots.txt names, taken in on the first
+hop to it, and what a sitemap lists, taken into the frontier."""
+
+from __future__ import annotations
+
+from django.db import transaction
+
+from ingest.crawl import admission, results
+from ingest.crawl.admission import Found
+from ingest.crawl.context import Context, Reached, Stop
+from ingest.models import Crawl, CrawlUrl
+from kbsite.sitemaps import SitemapError, robots_sitemaps, sitemap_parse
+
+Result = CrawlUrl.Result
+
+
+def sitemaps_discover(ctx: Context, origin: str) -> None:
+    """A site crawl reads the sitemaps a robots.txt names (or, when neither it nor
+    the source names one, tries /sitemap.xml once)."""
+    if ctx.crawl.kind != Crawl.Kind.SITE or origin in ctx.origins_seen:
+        return
+    ctx.origins_seen.add(origin)
+    _, text = ctx.robots.for_origin(origin)
+    urls = robots_sitemaps(text)
+    if not urls and not ctx.crawl.source.sitemap_url:
+        urls = [origin + "/sitemap.xml"]
+    found = [Found(url, depth=0, kind=CrawlUrl.Kind.SITEMAP) for url in urls]
+    admission.urls_admit(crawl=ctx.crawl, found=found, scope=ctx.scope)
+
+
+def sitemap_read(ctx: Context, row: CrawlUrl, reached: Reached) -> str:
+    """Take the pages and sitemaps a sitemap lists into the frontier."""
+    status = reached.response.status
+    if status in {404, 410}:
+        raise Stop(Result.GONE, "no sitemap there", status)
+    if status != 200:
+        raise Stop(Result.FAILED, f"the site answered {status}", status)
+    try:
+        sitemap = sitemap_parse(reached.response.body)
+    except SitemapError as exc:
+        raise Stop(Result.FAILED, str(exc), status) from None
+    found = [Found(e.url, depth=0, lastmod=e.lastmod) for e in sitemap.pages]
+    found += [Found(e.url, 0, kind=CrawlUrl.Kind.SITEMAP) for e in sitemap.sitemaps]
+    with transaction.atomic():
+        queued = admission.urls_admit(
+            crawl=ctx.crawl, found=found, scope=ctx.scope, known=ctx.known
+        )
+        note = f"{len(sitemap.pages)} pages, {len(sitemap.sitemaps)} sitemaps listed"
+        results.url_finish(
+            row=row,
+            result=Result.FETCHED,
+            site_status=status,
+            error=f"{note}; {queued} new URLs queued",
+        )
+    return Result.FETCHED

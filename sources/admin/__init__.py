@@ -1,0 +1,6 @@
+"""The editors' admin for what is indexed. Django imports only this module, so it
+imports the module of each admin: importing one registers its models."""
+
+from __future__ import annotations
+
+from sources.admin import line_shapes, pages, pushes, sources, versions  # noqa: F401

@@ -1,0 +1,52 @@
+"""Pages' versions, on the page and in their own list, each linked to its diff with
+the version before."""
+
+from __future__ import annotations
+
+from django.contrib import admin
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.urls import reverse
+from django.utils.html import format_html
+
+from kbsite.admin_utils import ReadOnlyAdmin, hash_column, title_and_path
+from sources.models import PageVersion
+
+
+class PageVersionInline(admin.TabularInline):
+    model = PageVersion
+    fields = readonly_fields = ("recorded_at", "kind", "hash", "compare")
+    extra = 0
+    max_num = 0
+    can_delete = False
+    show_change_link = True
+
+    hash = hash_column("content_hash", "content hash")
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[PageVersion]:
+        return super().get_queryset(request).defer("markdown")
+
+    @admin.display(description="diff")
+    def compare(self, obj: PageVersion) -> str:
+        if obj.kind == PageVersion.Kind.DELETED:
+            return "—"
+        url = reverse("admin:sources_page_diff", args=[obj.page_id])
+        return format_html('<a href="{}?b={}">with the version before</a>', url, obj.pk)
+
+
+@admin.register(PageVersion)
+class PageVersionAdmin(ReadOnlyAdmin):
+    menu_order = 3
+    list_display = ["page_title", "kind", "hash", "recorded_at", "compare"]
+    list_filter = ["kind"]
+    list_defer = ["markdown"]
+    search_fields = ["page__url", "content_hash"]
+    list_select_related = ["page"]
+    date_hierarchy = "recorded_at"
+
+    hash = hash_column("content_hash", "content hash")
+    compare = PageVersionInline.compare
+
+    @admin.display(description="page", ordering="page__title")
+    def page_title(self, obj: PageVersion) -> str:
+        return title_and_path(obj.page.title, obj.page.url)
