@@ -302,7 +302,7 @@ class FailureTextTests(IngestWorld):
                 cursor.execute("SELECT %s::int", ["\n".join(d.text for d in drafts)])
 
         with (
-            mock.patch("ingest.process.page_chunks_replace", cast_to_int),
+            mock.patch("ingest.outcomes.page_chunks_replace", cast_to_int),
             self.assertLogs("ingest.process", "ERROR") as logs,
         ):
             delivery = self.ingest()
