@@ -289,7 +289,7 @@ EMBEDDING_DIMENSIONS = env_int(
     maximum=2000,
 )
 # The most tokens (of the model's own tokenizer) one vector stands for; a longer
-# text gets several vectors. 0: what the model reads (see retrieval.embeddings).
+# text gets several vectors. 0: what the model reads (see retrieval.windows).
 EMBEDDING_MAX_INPUT_TOKENS = env_int("EMBEDDING_MAX_INPUT_TOKENS", 0, minimum=0)
 # An override: unset, each embedding space learns its floor from the index itself
 # (retrieval.floors). A best cosine similarity under it is no vector evidence.

@@ -14,7 +14,7 @@ from django.utils import timezone
 from kbsite.text import count_tokens
 from retrieval.answer import Answer, Passage, answer_compose
 from retrieval.chunking import SEPARATOR, ChunkDraft
-from retrieval.embeddings import Embedder, text_windows
+from retrieval.embedder import Embedder
 from retrieval.models import Caller, Chunk, Embedding, EmbeddingUsage, QueryLog
 from retrieval.search import (
     NO_FILTERS,
@@ -25,6 +25,7 @@ from retrieval.search import (
     chunks_search,
 )
 from retrieval.spans import cut, excerpt, unmark
+from retrieval.windows import text_windows
 from sources.models import Page, Source
 
 EXCERPT_CHARS = 300

@@ -8,13 +8,10 @@ from django.core.exceptions import ImproperlyConfigured
 from django.test import override_settings
 
 from kbsite.text import count_tokens
-from retrieval.embeddings import (
-    HashingEmbedder,
-    OpenAIEmbedder,
-    build_embedder,
-    space_parts,
-    text_windows,
-)
+from retrieval.backends import HashingEmbedder, OpenAIEmbedder
+from retrieval.embedder import space_parts
+from retrieval.embeddings import build_embedder
+from retrieval.windows import text_windows
 from tests.fakes.openai_api import FakeOpenAI
 
 

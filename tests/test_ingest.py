@@ -15,8 +15,8 @@ from ingest.models import Delivery
 from ingest.process import delivery_process
 from ingest.queueing import deliveries_requeue_stalled, delivery_requeue
 from kbsite.text import count_tokens
+from retrieval.backends import MAX_INPUT_TOKENS
 from retrieval.chunking import MAX_TOKENS, PREFIX_TOKENS
-from retrieval.embeddings import MAX_INPUT_TOKENS
 from retrieval.models import Chunk, Embedding
 from retrieval.search import SearchMode, chunks_search
 from sources.models import Page, PageVersion, Source
