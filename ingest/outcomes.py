@@ -21,7 +21,7 @@ from ingest.pipeline import (
     source_restrip,
 )
 from ingest.rederive import page_reread
-from retrieval.services import page_chunks_replace
+from retrieval.indexing import page_chunks_replace
 from sources.models import Page, PageVersion
 from sources.services import page_shapes_record
 

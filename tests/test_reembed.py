@@ -11,8 +11,8 @@ from django.test import override_settings
 
 from retrieval.embeddings import get_embedder
 from retrieval.models import Chunk, Embedding, EmbeddingSpace
+from retrieval.questions import search_run
 from retrieval.reembed import index_rebuild
-from retrieval.services import search_run
 from retrieval.spaces import embedding_index_name, serving_embedder
 from tests.world import HarborWorld, harbor_url
 
