@@ -16,8 +16,9 @@ from ingest.process import delivery_process
 from ingest.queueing import deliveries_requeue_stalled, delivery_requeue
 from kbsite.text import count_tokens
 from retrieval.backends import MAX_INPUT_TOKENS
-from retrieval.chunking import MAX_TOKENS, PREFIX_TOKENS
+from retrieval.chunking import PREFIX_TOKENS
 from retrieval.models import Chunk, Embedding
+from retrieval.packing import MAX_TOKENS
 from retrieval.search import SearchMode, chunks_search
 from sources.models import Page, PageVersion, Source
 from tests.world import (

@@ -93,7 +93,7 @@ class ReembedTests(HarborWorld):
 class RechunkTests(HarborWorld):
     def test_new_chunking_is_applied_page_by_page_while_serving(self):
         before = Chunk.objects.count()
-        with mock.patch("retrieval.chunking.MAX_TOKENS", 25):
+        with mock.patch("retrieval.packing.MAX_TOKENS", 25):
             *_, last = index_rebuild(target=get_embedder())
 
         assert last.switched_from == ""
