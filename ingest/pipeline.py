@@ -11,7 +11,7 @@ from ingest.content import Content, content_derive, markdown_restrip
 from ingest.extract import EXTRACTOR_VERSION
 from ingest.models import Delivery
 from retrieval.chunking import ChunkDraft, chunk_markdown, embed_texts
-from retrieval.services import EmbedReport, embeddings_ensure
+from retrieval.indexing import EmbedReport, embeddings_ensure
 from retrieval.spaces import ingest_embedders
 from sources.models import Page, Source
 from sources.services import page_shapes_record

@@ -26,7 +26,7 @@ from ingest.pipeline import (
     source_content,
     source_restrip,
 )
-from retrieval.services import page_chunks_replace
+from retrieval.indexing import page_chunks_replace
 from sources.models import Page, PageVersion, Source
 from sources.services import source_boilerplate_refresh
 

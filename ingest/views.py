@@ -24,6 +24,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from ingest import wire
+from ingest.headers import parse_delivery
 from ingest.queueing import delivery_receive
 
 logger = logging.getLogger(__name__)
@@ -103,7 +104,7 @@ class CrawlbaseWebhookView(APIView):
         headers = _headers(request)
         raw = request.data if isinstance(request.data, bytes) else b""
         try:
-            parsed = wire.parse_delivery(
+            parsed = parse_delivery(
                 headers=headers, raw=raw, limit=settings.WEBHOOK_MAX_BODY_BYTES
             )
         except wire.DeliveryError as exc:

@@ -1,4 +1,6 @@
-"""The Crawlbase delivery wire format: headers, compression and the three body formats.
+"""The Crawlbase delivery wire format: what is kept of a delivery, and its body's
+compression, three formats and JSON envelope (its headers are read by
+``ingest.headers``).
 
 Pure functions, no Django: the webhook uses them to validate a delivery before it is
 stored, the ingest job uses them again to read the stored raw body.
@@ -18,13 +20,8 @@ from datetime import datetime
 from typing import Any
 
 from kbsite import boundedjson
-from kbsite.canonical import canonical_url
 
 GZIP_MAGIC = b"\x1f\x8b"
-PROBE_RID = "dummyrequest"
-# ASCII digits only: str.isdigit() also accepts "²" (which int() refuses) and
-# Arabic-Indic "٤٠٤" (which int() reads as 404).
-STATUS = re.compile(r"[1-9][0-9]{2}")
 # Unpaired surrogates: JSON can spell them ("\ud800"), UTF-8 and PostgreSQL cannot.
 SURROGATE = re.compile("[\ud800-\udfff]")
 # Compressed bytes handed to zlib at a time, growing from the first to the most: at
@@ -71,36 +68,6 @@ class ParsedDelivery:
     etag: str = ""
     last_modified: str = ""
     site_modified_at: datetime | None = None
-
-
-def parse_status(name: str, value: str | None) -> int | None:
-    """An HTTP status header; repeated copies ("200,200") must agree."""
-    if value is None or not value.strip():
-        return None
-    parts = {part.strip() for part in value.split(",")}
-    if len(parts) != 1:
-        raise DeliveryError(
-            "bad_status", f"{name} has conflicting values: {value[:50]!r}"
-        )
-    (part,) = parts
-    if not STATUS.fullmatch(part):
-        raise DeliveryError(
-            "bad_status", f"{name} is not an HTTP status: {value[:20]!r}"
-        )
-    return int(part)
-
-
-def single_value(name: str, value: str | None) -> str:
-    """A header that must have one value; identical repeats joined by ',' collapse."""
-    value = (value or "").strip()
-    if name == "url":
-        return value  # URLs may contain commas; a repeated url cannot be told apart
-    parts = {part.strip() for part in value.split(",")}
-    if len(parts) > 1:
-        raise DeliveryError(
-            f"bad_{name}", f"{name} has conflicting values: {value[:200]!r}"
-        )
-    return parts.pop() if parts else ""
 
 
 def decompress(raw: bytes, *, content_encoding: str, limit: int) -> bytes:
@@ -176,11 +143,11 @@ def read_body(
     *, raw: bytes, content_type: str, limit: int, content_encoding: str = ""
 ) -> Body:
     """The page text of a delivery body, whatever its compression and format."""
-    fmt, text = _decoded(raw, content_type, content_encoding, limit)
+    fmt, text = decoded(raw, content_type, content_encoding, limit)
     if fmt != BodyFormat.JSON:
         return Body(format=fmt, text=text, envelope={})
-    envelope = _json_envelope(text)
-    inner = _envelope_text(envelope, "body")
+    envelope = json_envelope(text)
+    inner = envelope_text(envelope, "body")
     # The JSON envelope wraps the page in whichever format the crawler produced.
     inner_format = (
         BodyFormat.MARKDOWN if _looks_like_markdown(inner) else BodyFormat.HTML
@@ -188,72 +155,10 @@ def read_body(
     return Body(format=inner_format, text=inner, envelope=envelope)
 
 
-def parse_delivery(
-    *, headers: dict[str, str], raw: bytes, limit: int
-) -> ParsedDelivery:
-    """Validate one delivery (``headers``: lower-case, hyphenated names).
-
-    The body is checked (size, gzip, UTF-8, format, JSON envelope) but its text is not
-    kept: the job reads it again from the stored raw body.
-    """
-    headers = {name: value.replace("\0", "") for name, value in headers.items()}
-    content_type = headers.get("content-type", "")
-    fmt, text = _decoded(raw, content_type, headers.get("content-encoding", ""), limit)
-    envelope: dict[str, Any] = {}
-    if fmt == BodyFormat.JSON:
-        envelope = _json_envelope(text)
-        text = _envelope_field(envelope, "body")
-    rid = single_value("rid", headers.get("rid") or _envelope_text(envelope, "rid"))
-    url = single_value("url", headers.get("url") or _envelope_text(envelope, "url"))
-    # Crawlbase's monitoring probe; a real delivery has a url or a body, and is
-    # never told apart by its User-Agent.
-    if rid == PROBE_RID or (not url and _blank(text)):
-        return ParsedDelivery(
-            rid=rid,
-            url="",
-            original_status=None,
-            crawler_status=None,
-            body_format=fmt,
-            content_type=content_type,
-            is_probe=True,
-        )
-    if not rid:
-        raise DeliveryError("missing_rid", "the rid header is missing")
-    if len(rid) > 100:
-        raise DeliveryError("bad_rid", "the rid is longer than 100 characters")
-    original, crawler = _statuses(headers, envelope)
-    return ParsedDelivery(
-        rid=rid,
-        url=_checked_url(url),
-        original_status=original,
-        crawler_status=crawler,
-        body_format=fmt,
-        content_type=content_type,
-    )
-
-
-def _statuses(
-    headers: dict[str, str], envelope: dict[str, Any]
-) -> tuple[int | None, int | None]:
-    """The site's status and Crawlbase's, from the headers or else the envelope."""
-    original = headers.get("original-status") or _envelope_status(
-        envelope, "original_status"
-    )
-    crawler = (
-        headers.get("pc-status")
-        or headers.get("cb-status")
-        or _envelope_status(envelope, "pc_status")
-        or _envelope_status(envelope, "cb_status")
-    )
-    return (
-        parse_status("Original-Status", original),
-        parse_status("PC-Status", crawler),
-    )
-
-
-def _decoded(
+def decoded(
     raw: bytes, content_type: str, content_encoding: str, limit: int
 ) -> tuple[str, str]:
+    """The body's format, and its text inflated and decoded without NUL."""
     fmt = body_format(content_type)
     data = decompress(raw, content_encoding=content_encoding, limit=limit)
     # In UTF-8 a zero byte is only ever U+0000; looking for it costs far less than
@@ -263,16 +168,12 @@ def _decoded(
     return fmt, decode_text(data)
 
 
-def _blank(text: str) -> bool:
-    return not text or text.isspace()
-
-
 def _looks_like_markdown(text: str) -> bool:
     head = text.lstrip()[:200].lower()
     return not head.startswith(("<!doctype", "<html", "<head", "<body", "<"))
 
 
-def _json_envelope(text: str) -> dict[str, Any]:
+def json_envelope(text: str) -> dict[str, Any]:
     try:
         envelope = boundedjson.loads(text)
     except boundedjson.TooDeep as exc:
@@ -285,7 +186,7 @@ def _json_envelope(text: str) -> dict[str, Any]:
     return envelope
 
 
-def _envelope_field(envelope: dict[str, Any], key: str) -> str:
+def envelope_field(envelope: dict[str, Any], key: str) -> str:
     """A string field of the JSON envelope, as it came."""
     value = envelope.get(key)
     if value is None:
@@ -295,11 +196,11 @@ def _envelope_field(envelope: dict[str, Any], key: str) -> str:
     return value
 
 
-def _envelope_text(envelope: dict[str, Any], key: str) -> str:
-    return _clean(_envelope_field(envelope, key))
+def envelope_text(envelope: dict[str, Any], key: str) -> str:
+    return _clean(envelope_field(envelope, key))
 
 
-def _envelope_status(envelope: dict[str, Any], key: str) -> str:
+def envelope_status(envelope: dict[str, Any], key: str) -> str:
     value = envelope.get(key)
     if not value:
         return ""
@@ -313,18 +214,3 @@ def _envelope_status(envelope: dict[str, Any], key: str) -> str:
 def _clean(text: str) -> str:
     """Text decoded from JSON without what PostgreSQL cannot store."""
     return SURROGATE.sub("\ufffd", text.replace("\0", ""))
-
-
-def _checked_url(url: str) -> str:
-    if not url:
-        raise DeliveryError("missing_url", "the url header is missing")
-    if not url.lower().startswith(("http://", "https://")):
-        raise DeliveryError("bad_url", f"url is not an http(s) URL: {url[:200]!r}")
-    try:
-        canonical = canonical_url(url) if len(url) <= 2048 else url
-    except ValueError as exc:
-        raise DeliveryError("bad_url", f"url is not usable ({exc})") from None
-    # Checked after canonicalizing too: percent-encoding can lengthen a URL.
-    if len(canonical) > 2048:
-        raise DeliveryError("bad_url", "url is longer than 2,048 characters")
-    return canonical

@@ -92,3 +92,11 @@ def env_choice(name: str, default: str, choices: Iterable[str]) -> str:
             f"{name}={value!r} is not one of: {', '.join(choices)}"
         )
     return value
+
+
+def env_optional_float(name: str, *, minimum: float, maximum: float) -> float | None:
+    """``NAME`` as a number, or None when it is unset or blank: for an override of
+    something otherwise learned or derived."""
+    if not env_str(name):
+        return None
+    return env_float(name, 0.0, minimum=minimum, maximum=maximum)

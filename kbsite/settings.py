@@ -4,41 +4,33 @@ the README lists them all with their defaults."""
 from __future__ import annotations
 
 import os
-import secrets
 from pathlib import Path
-from typing import Any
 
-import dj_database_url
-from django.core.exceptions import ImproperlyConfigured
-
+from kbsite.databases import default_database
 from kbsite.env import (
     env_bool,
     env_choice,
     env_float,
     env_int,
     env_list,
+    env_optional_float,
     env_secret,
     env_str,
+)
+from kbsite.job_queue import q_cluster
+from kbsite.logging_config import logging_config
+from kbsite.secret_key import secret_key_kept
+from kbsite.setting_rules import (
+    body_limits_enforce,
+    openai_key_enforce,
+    queue_retry_enforce,
 )
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("KB_VAR_DIR") or BASE_DIR / "var")
 
-
-def _secret_key() -> str:
-    """SECRET_KEY, or one generated once and kept in var/ (never in the repository)."""
-    key = env_secret("SECRET_KEY")
-    if key:
-        return key
-    path = VAR_DIR / "secret_key"
-    if not path.exists():
-        VAR_DIR.mkdir(parents=True, exist_ok=True)
-        path.touch(mode=0o600)
-        path.write_text(secrets.token_urlsafe(50))
-    return path.read_text().strip()
-
-
-SECRET_KEY = _secret_key()
+# Unset, a key generated once and kept in var/ (never in the repository).
+SECRET_KEY = env_secret("SECRET_KEY") or secret_key_kept(VAR_DIR)
 DEBUG = env_bool("DEBUG", False)
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
@@ -107,30 +99,11 @@ TEMPLATES = [
 # With DATABASE_URL unset, an embedded PostgreSQL 16 + pgvector (from the pgserver
 # wheel) is started on first connection, with its data under var/postgres/.
 DATABASE_URL = env_secret("DATABASE_URL")
-# Typed loosely: the embedded backend takes a key of its own, EMBEDDED_ROOT.
-DATABASES: dict[str, dict[str, Any]]
-if DATABASE_URL:
-    try:
-        parsed = dj_database_url.parse(DATABASE_URL, conn_max_age=60)
-        DATABASES = {"default": dict(parsed)}
-    except ValueError as exc:
-        raise ImproperlyConfigured(f"DATABASE_URL cannot be parsed: {exc}") from exc
-    if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
-        raise ImproperlyConfigured(
-            "DATABASE_URL must point to PostgreSQL (postgres://…), "
-            f"not {DATABASES['default']['ENGINE']}"
-        )
-else:
-    DATABASES = {
-        "default": {
-            "ENGINE": "kbsite.pgembedded",
-            "NAME": env_str("EMBEDDED_DB_NAME", "kb"),
-            "USER": "postgres",
-            "EMBEDDED_ROOT": VAR_DIR,
-            "CONN_MAX_AGE": 60,
-        }
-    }
-DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+DATABASES = {
+    "default": default_database(
+        DATABASE_URL, var_dir=VAR_DIR, name=env_str("EMBEDDED_DB_NAME", "kb")
+    )
+}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # On the same database, so every process shares it: the API's throttles count there
@@ -249,12 +222,7 @@ CRAWL_RETRY_SECONDS = env_int("CRAWL_RETRY_SECONDS", 10)
 CRAWL_MAX_BODY_BYTES = env_int(
     "CRAWL_MAX_BODY_BYTES", WEBHOOK_MAX_BODY_BYTES, minimum=1024
 )
-if CRAWL_MAX_BODY_BYTES > WEBHOOK_MAX_BODY_BYTES:
-    raise ImproperlyConfigured(
-        f"CRAWL_MAX_BODY_BYTES={CRAWL_MAX_BODY_BYTES} must not exceed "
-        f"WEBHOOK_MAX_BODY_BYTES={WEBHOOK_MAX_BODY_BYTES}: ingest reads every "
-        "delivery under that limit"
-    )
+body_limits_enforce(crawl=CRAWL_MAX_BODY_BYTES, webhook=WEBHOOK_MAX_BODY_BYTES)
 # Nstproxy's crawl API, the hosted fetcher for sites that need a proxy network or
 # JavaScript (sources whose fetcher is "nstproxy").
 NSTPROXY_API_KEY = env_secret("NSTPROXY_API_KEY")
@@ -289,15 +257,11 @@ EMBEDDING_DIMENSIONS = env_int(
     maximum=2000,
 )
 # The most tokens (of the model's own tokenizer) one vector stands for; a longer
-# text gets several vectors. 0: what the model reads (see retrieval.embeddings).
+# text gets several vectors. 0: what the model reads (see retrieval.windows).
 EMBEDDING_MAX_INPUT_TOKENS = env_int("EMBEDDING_MAX_INPUT_TOKENS", 0, minimum=0)
 # An override: unset, each embedding space learns its floor from the index itself
 # (retrieval.floors). A best cosine similarity under it is no vector evidence.
-RELEVANCE_FLOOR = (
-    env_float("RELEVANCE_FLOOR", 0.0, minimum=0.0, maximum=1.0)
-    if env_str("RELEVANCE_FLOOR")
-    else None
-)
+RELEVANCE_FLOOR = env_optional_float("RELEVANCE_FLOOR", minimum=0.0, maximum=1.0)
 # Price of a million embedding tokens (e.g. 0.02 for text-embedding-3-small): the
 # admin turns tokens into money with it. 0 shows tokens only.
 EMBEDDING_COST_PER_MILLION_TOKENS = env_float(
@@ -308,50 +272,27 @@ OPENAI_BASE_URL = env_str("OPENAI_BASE_URL")
 OPENAI_MAX_RETRIES = env_int("OPENAI_MAX_RETRIES", 5)
 OPENAI_TIMEOUT = env_int("OPENAI_TIMEOUT", 60, minimum=1)
 CHAT_MODEL = env_str("CHAT_MODEL")
-if EMBEDDING_BACKEND == "openai" and not OPENAI_API_KEY:
-    raise ImproperlyConfigured("EMBEDDING_BACKEND='openai' needs OPENAI_API_KEY")
-if CHAT_MODEL and not OPENAI_API_KEY:
-    raise ImproperlyConfigured(f"CHAT_MODEL={CHAT_MODEL!r} needs OPENAI_API_KEY")
+openai_key_enforce(
+    api_key=OPENAI_API_KEY, embedding_backend=EMBEDDING_BACKEND, chat_model=CHAT_MODEL
+)
 
 # -- Background jobs (django-q2, ORM broker on the same PostgreSQL) ------------
 Q_TIMEOUT = env_int("Q_TIMEOUT", 300, minimum=1)
 # A job not acknowledged by then (its worker died) goes back on the queue.
 Q_RETRY = env_int("Q_RETRY", Q_TIMEOUT + 60, minimum=2)
-if Q_RETRY <= Q_TIMEOUT:
-    raise ImproperlyConfigured(
-        f"Q_RETRY={Q_RETRY} must be greater than Q_TIMEOUT={Q_TIMEOUT}: a job still "
-        "running would be handed to a second worker"
-    )
-Q_CLUSTER = {
-    "name": "kb",
-    "orm": "default",
-    "workers": env_int("Q_WORKERS", 2, minimum=1),
-    "timeout": Q_TIMEOUT,
-    "retry": Q_RETRY,
+queue_retry_enforce(timeout=Q_TIMEOUT, retry=Q_RETRY)
+Q_CLUSTER = q_cluster(
+    workers=env_int("Q_WORKERS", 2, minimum=1),
+    timeout=Q_TIMEOUT,
+    retry=Q_RETRY,
     # One budget: the queue offers a job whose worker died once more than a
     # delivery may be attempted, so the delivery's own count always decides.
-    "max_attempts": DELIVERY_MAX_ATTEMPTS + 1,
-    "catch_up": False,
-    # Successful jobs are not kept (each delivery records its own outcome); keeping
-    # and trimming them cost two thirds of an unchanged recrawl's time. Failures are.
-    "save_limit": -1,
-    "ack_failures": True,
-    "poll": 0.5,
-}
+    max_attempts=DELIVERY_MAX_ATTEMPTS + 1,
+)
 
 # -- Logging -------------------------------------------------------------------
 LOG_LEVEL = env_choice("LOG_LEVEL", "INFO", ["DEBUG", "INFO", "WARNING", "ERROR"])
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "formatters": {
-        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
-    },
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": LOG_LEVEL},
-    # One line per crawled URL is too many: the crawl's own rows record each one.
-    "loggers": {"django_q": {"level": "WARNING"}, "httpx2": {"level": "WARNING"}},
-}
+LOGGING = logging_config(LOG_LEVEL)
 
 # Read by ``manage.py serve`` (and Django's ``createsuperuser --noinput``).
 DJANGO_SUPERUSER_USERNAME = env_str("DJANGO_SUPERUSER_USERNAME")

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from django.conf import settings
 
 from kbsite.text import FENCE, fenced
-from retrieval.embeddings import openai_client
+from retrieval.backends import openai_client
 from retrieval.spans import Span, best_span
 
 MARKER = re.compile(r"\[(\d{1,3})\]")

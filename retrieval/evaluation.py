@@ -10,8 +10,8 @@ from pathlib import Path
 from django.conf import settings
 
 from retrieval.evidence import Evidence
+from retrieval.questions import citations_of, question_answer
 from retrieval.search import SearchMode, chunks_search
-from retrieval.services import citations_of, question_answer
 from retrieval.spaces import space_serving
 
 

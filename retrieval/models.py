@@ -181,7 +181,7 @@ class Embedding(models.Model):
 
     Rows are shared by every chunk whose embedded text has this hash, so identical
     text is embedded once. The column has no fixed dimension: each space gets its
-    own partial HNSW index (see ``retrieval.services.embedding_index_ensure``), which
+    own partial HNSW index (see ``retrieval.spaces.embedding_index_ensure``), which
     lets a new model fill its space while the old one keeps serving.
     """
 

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from django.db import transaction
 
 from retrieval.chunking import ChunkDraft, chunk_markdown, embed_texts
-from retrieval.embeddings import Embedder
+from retrieval.embedder import Embedder
+from retrieval.indexing import embeddings_ensure, page_chunks_replace
 from retrieval.models import EmbeddingSpace
-from retrieval.services import embeddings_ensure, page_chunks_replace
 from retrieval.spaces import embedder_register, space_switch
 from retrieval.statistics import index_statistics_refresh
 from sources.models import Page

@@ -17,7 +17,7 @@ from django.db import connection, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from retrieval.embeddings import Embedder
+from retrieval.embedder import Embedder
 from retrieval.evidence import Evidence, evidence_weigh
 from retrieval.keywords import KEYWORD_HITS, QueryTerms, keyword_ranked, query_terms
 from retrieval.models import Caller, Chunk, Embedding

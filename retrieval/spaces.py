@@ -9,13 +9,8 @@ from django.db import connection, transaction
 from django.utils import timezone
 from psycopg import sql
 
-from retrieval.embeddings import (
-    Embedder,
-    cached_embedder,
-    configured_space_name,
-    get_embedder,
-    space_parts,
-)
+from retrieval.embedder import Embedder, space_parts
+from retrieval.embeddings import cached_embedder, configured_space_name, get_embedder
 from retrieval.models import Embedding, EmbeddingSpace
 
 

@@ -15,7 +15,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from kbsite.text import STOPWORDS, WORD
-from retrieval.embeddings import Embedder
+from retrieval.embedder import Embedder
 from retrieval.models import Chunk, EmbeddingSpace, IndexStatistics, Lexeme
 from retrieval.spaces import serving, space_serving
 from sources.models import Page

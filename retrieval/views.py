@@ -21,18 +21,18 @@ from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
+from retrieval.questions import (
+    query_feedback_record,
+    question_answer,
+    search_run,
+    sources_for,
+)
 from retrieval.search import SearchFilters
 from retrieval.serializers import (
     QueryRequestSerializer,
     QueryResponseSerializer,
     SearchRequestSerializer,
     SearchResponseSerializer,
-)
-from retrieval.services import (
-    query_feedback_record,
-    question_answer,
-    search_run,
-    sources_for,
 )
 
 ERRORS = {400: dict, 401: dict, 429: dict}

@@ -1,7 +1,8 @@
 from __future__ import annotations
 
 from kbsite.text import clean_inline, count_tokens
-from retrieval.chunking import MAX_TOKENS, PREFIX_TOKENS, ChunkDraft, chunk_markdown
+from retrieval.chunking import PREFIX_TOKENS, ChunkDraft, chunk_markdown
+from retrieval.packing import MAX_TOKENS
 
 PAGE = """Intro before any heading.
 

@@ -10,7 +10,8 @@ import pytest
 from django.db import OperationalError, connection
 
 from kbsite.pgembedded.base import DatabaseWrapper
-from kbsite.pgembedded.server import EmbeddedPostgres, ServerError
+from kbsite.pgembedded.programs import ServerError
+from kbsite.pgembedded.server import EmbeddedPostgres
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.slow

@@ -8,13 +8,10 @@ from django.core.exceptions import ImproperlyConfigured
 from django.test import override_settings
 
 from kbsite.text import count_tokens
-from retrieval.embeddings import (
-    HashingEmbedder,
-    OpenAIEmbedder,
-    build_embedder,
-    space_parts,
-    text_windows,
-)
+from retrieval.backends import HashingEmbedder, OpenAIEmbedder
+from retrieval.embedder import space_parts
+from retrieval.embeddings import build_embedder
+from retrieval.windows import text_windows
 from tests.fakes.openai_api import FakeOpenAI
 
 
@@ -128,15 +125,15 @@ def test_the_local_backend_refuses_an_unknown_model_name():
 
 
 def test_batches_respect_the_input_and_token_limits(monkeypatch):
-    from retrieval import services
+    from retrieval import indexing
 
-    monkeypatch.setattr(services, "EMBED_BATCH", 3)
-    monkeypatch.setattr(services, "EMBED_BATCH_TOKENS", 10)
+    monkeypatch.setattr(indexing, "EMBED_BATCH", 3)
+    monkeypatch.setattr(indexing, "EMBED_BATCH_TOKENS", 10)
     texts = {f"h{i}": "word " * (4 if i != 5 else 12) for i in range(7)}
 
     embedder = HashingEmbedder("hashing-v2", 8)
 
-    batches = list(services._batches(sorted(texts), texts, embedder))
+    batches = list(indexing._batches(sorted(texts), texts, embedder))
 
     assert [h for batch in batches for h, _ in batch] == sorted(texts)
     for batch in batches:
@@ -146,14 +143,14 @@ def test_batches_respect_the_input_and_token_limits(monkeypatch):
 
 
 def test_the_windows_of_one_text_share_a_request(monkeypatch):
-    from retrieval import services
+    from retrieval import indexing
 
-    monkeypatch.setattr(services, "EMBED_BATCH", 4)
+    monkeypatch.setattr(indexing, "EMBED_BATCH", 4)
     embedder = HashingEmbedder("hashing-v2", 8, max_input_tokens=20)
     long = "Title\n\n" + " ".join(f"w{n}" for n in range(60))
     texts = {"a": "short", "b": long, "c": "short too"}
 
-    batches = list(services._batches(sorted(texts), texts, embedder))
+    batches = list(indexing._batches(sorted(texts), texts, embedder))
 
     windows = {h: len(w) for batch in batches for h, w in batch}
     assert windows["b"] > 2

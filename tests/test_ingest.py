@@ -15,9 +15,10 @@ from ingest.models import Delivery
 from ingest.process import delivery_process
 from ingest.queueing import deliveries_requeue_stalled, delivery_requeue
 from kbsite.text import count_tokens
-from retrieval.chunking import MAX_TOKENS, PREFIX_TOKENS
-from retrieval.embeddings import MAX_INPUT_TOKENS
+from retrieval.backends import MAX_INPUT_TOKENS
+from retrieval.chunking import PREFIX_TOKENS
 from retrieval.models import Chunk, Embedding
+from retrieval.packing import MAX_TOKENS
 from retrieval.search import SearchMode, chunks_search
 from sources.models import Page, PageVersion, Source
 from tests.world import (
@@ -302,7 +303,7 @@ class FailureTextTests(IngestWorld):
                 cursor.execute("SELECT %s::int", ["\n".join(d.text for d in drafts)])
 
         with (
-            mock.patch("ingest.process.page_chunks_replace", cast_to_int),
+            mock.patch("ingest.outcomes.page_chunks_replace", cast_to_int),
             self.assertLogs("ingest.process", "ERROR") as logs,
         ):
             delivery = self.ingest()

@@ -8,7 +8,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from retrieval.models import EmbeddingSpace
-from retrieval.services import question_answer, search_run
+from retrieval.questions import question_answer, search_run
 from tests.world import HarborWorld
 
 WRITE = re.compile(

@@ -11,8 +11,8 @@ from django.test import override_settings
 
 from retrieval.embeddings import get_embedder
 from retrieval.models import Chunk, Embedding, EmbeddingSpace
+from retrieval.questions import search_run
 from retrieval.reembed import index_rebuild
-from retrieval.services import search_run
 from retrieval.spaces import embedding_index_name, serving_embedder
 from tests.world import HarborWorld, harbor_url
 
@@ -93,7 +93,7 @@ class ReembedTests(HarborWorld):
 class RechunkTests(HarborWorld):
     def test_new_chunking_is_applied_page_by_page_while_serving(self):
         before = Chunk.objects.count()
-        with mock.patch("retrieval.chunking.MAX_TOKENS", 25):
+        with mock.patch("retrieval.packing.MAX_TOKENS", 25):
             *_, last = index_rebuild(target=get_embedder())
 
         assert last.switched_from == ""

@@ -7,7 +7,7 @@ import re
 from django.contrib.auth.models import Group, User
 
 from ingest.models import Delivery
-from retrieval.services import search_run
+from retrieval.questions import search_run
 from sources.models import Page, Source
 from sources.scope import scope_rank, source_for_url
 from tests.world import IngestWorld, page_html

@@ -14,8 +14,8 @@ from django.test import override_settings
 
 from retrieval.answer import NO_EVIDENCE
 from retrieval.models import QueryLog
+from retrieval.questions import question_answer, search_run
 from retrieval.search import SearchFilters, SearchMode, chunks_search
-from retrieval.services import question_answer, search_run
 from sources.models import Page, Source
 from tests.fakes.openai_api import FakeOpenAI
 from tests.world import FIXTURES, HarborWorld, harbor_url
@@ -291,7 +291,7 @@ class NeighbourContextTests(HarborWorld):
         )
         assert len(chunks) > 1 and len({c.heading for c in chunks}) == 1
 
-        from retrieval.services import _following_chunks, _with_neighbour
+        from retrieval.questions import _following_chunks, _with_neighbour
 
         with self.assertNumQueries(1):
             following = _following_chunks([chunks[0], chunks[-1]])

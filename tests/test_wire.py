@@ -7,6 +7,7 @@ import json
 import pytest
 
 from ingest import wire
+from ingest.headers import parse_delivery, parse_status
 
 LIMIT = 1_000_000
 
@@ -25,7 +26,7 @@ def headers(**extra: str) -> dict[str, str]:
 
 
 def parse(raw: bytes, **extra: str) -> wire.ParsedDelivery:
-    return wire.parse_delivery(headers=headers(**extra), raw=raw, limit=LIMIT)
+    return parse_delivery(headers=headers(**extra), raw=raw, limit=LIMIT)
 
 
 def read(raw: bytes, content_type: str = "text/plain") -> str:
@@ -40,9 +41,7 @@ def envelope(**fields: object) -> bytes:
 
 
 def parse_json(raw: bytes) -> wire.ParsedDelivery:
-    return wire.parse_delivery(
-        headers={"content-type": "gzip/json"}, raw=raw, limit=LIMIT
-    )
+    return parse_delivery(headers={"content-type": "gzip/json"}, raw=raw, limit=LIMIT)
 
 
 def test_it_reads_a_gzip_html_delivery():
@@ -84,7 +83,7 @@ def test_cb_status_is_read_when_pc_status_is_absent():
     del h["pc-status"]
     h["cb-status"] = "503"
 
-    assert wire.parse_delivery(headers=h, raw=b"x", limit=LIMIT).crawler_status == 503
+    assert parse_delivery(headers=h, raw=b"x", limit=LIMIT).crawler_status == 503
 
 
 @pytest.mark.parametrize(
@@ -92,21 +91,21 @@ def test_cb_status_is_read_when_pc_status_is_absent():
     [("200", 200), (" 200 ", 200), ("200,200", 200), ("404, 404", 404)],
 )
 def test_a_repeated_status_that_agrees_is_one_status(value, expected):
-    assert wire.parse_status("PC-Status", value) == expected
+    assert parse_status("PC-Status", value) == expected
 
 
 @pytest.mark.parametrize("value", ["abc", "200,404", "2000", "99", "-1", "20 0"])
 def test_an_unparsable_or_conflicting_status_is_refused(value):
     with pytest.raises(wire.DeliveryError) as caught:
-        wire.parse_status("PC-Status", value)
+        parse_status("PC-Status", value)
 
     assert caught.value.code == "bad_status"
     assert caught.value.status == 400
 
 
 def test_a_missing_status_is_none():
-    assert wire.parse_status("PC-Status", None) is None
-    assert wire.parse_status("PC-Status", "") is None
+    assert parse_status("PC-Status", None) is None
+    assert parse_status("PC-Status", "") is None
 
 
 @pytest.mark.parametrize(
@@ -254,7 +253,7 @@ def test_an_unpaired_surrogate_in_json_becomes_a_replacement_character():
 @pytest.mark.parametrize("value", ["\xb2", "²⁰⁰", "٤٠٤", "２００", "1" * 5000, "0200"])
 def test_a_status_is_ascii_digits_only(value):
     with pytest.raises(wire.DeliveryError) as caught:
-        wire.parse_status("Original-Status", value)
+        parse_status("Original-Status", value)
 
     assert (caught.value.code, caught.value.status) == ("bad_status", 400)
 

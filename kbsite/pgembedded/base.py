@@ -4,7 +4,8 @@ import subprocess
 
 from django.db.backends.postgresql import base
 
-from .server import EmbeddedPostgres, ServerError
+from .programs import ServerError
+from .server import EmbeddedPostgres
 
 
 class DatabaseWrapper(base.DatabaseWrapper):

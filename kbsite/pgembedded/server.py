@@ -17,48 +17,21 @@ import atexit
 import contextlib
 import fcntl
 import hashlib
-import importlib.util
 import logging
 import os
 import pwd
-import re
-import stat
-import subprocess
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+
+from .processes import alive, start_time
+from .programs import ServerError, bin_dir, program_run
+from .system_user import server_user, system_user_ensure, traversable_ensure
 
 logger = logging.getLogger(__name__)
 
 PORT = 5432
-SYSTEM_USER = "kbpostgres"
 # sun_path is 108 bytes on Linux, including the trailing NUL.
 MAX_SOCKET_PATH = 100
-# What a failed pg_ctl or initdb may put in an exception message, at most.
-ERROR_LINES = 5
-ERROR_CHARS = 500
-LOG_READ_BYTES = 64 * 1024
-# The server's own verdict on why it stopped, after the default log_line_prefix
-# ("%m [%p] "); its DETAIL and STATEMENT lines, which quote data, are other lines.
-FATAL_LINE = re.compile(
-    r"^\d{4}-\d\d-\d\d [\d:.]+ \S+ \[\d+\] (?:FATAL|PANIC):\s+(.*)$"
-)
-
-
-def _bin_dir() -> Path:
-    # Locate the wheel without importing it: its __init__ does work we do not need.
-    spec = importlib.util.find_spec("pgserver")
-    if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError(
-            "the pgserver package is not installed (pip install pgserver)"
-        )
-    return Path(spec.submodule_search_locations[0]) / "pginstall" / "bin"
-
-
-class ServerError(RuntimeError):
-    """The server could not be started (or stopped): ``pg_ctl`` or ``initdb``
-    failed, or the server did not come up."""
 
 
 @dataclass(frozen=True)
@@ -112,7 +85,7 @@ class EmbeddedPostgres:
                 _ensure_database(info, database)
             if self._held_by != pid:
                 self.holders_dir.mkdir(parents=True, exist_ok=True)
-                (self.holders_dir / str(pid)).write_text(str(_start_time(pid)))
+                (self.holders_dir / str(pid)).write_text(str(start_time(pid)))
                 self._held_by = pid
                 atexit.register(self._release, pid)
         return info
@@ -124,7 +97,7 @@ class EmbeddedPostgres:
             pid = int(lines[0])
         except (FileNotFoundError, IndexError, ValueError):
             return None
-        if not _alive(pid) or len(lines) < 8 or lines[7].strip() != "ready":
+        if not alive(pid) or len(lines) < 8 or lines[7].strip() != "ready":
             return None
         return ServerInfo(
             pid=pid, socket_dir=Path(lines[4].strip()), port=int(lines[3])
@@ -141,7 +114,7 @@ class EmbeddedPostgres:
             except (ValueError, FileNotFoundError):
                 entry.unlink(missing_ok=True)
                 continue
-            if _alive(pid) and _start_time(pid) == started:
+            if alive(pid) and start_time(pid) == started:
                 live.append(pid)
             else:
                 entry.unlink(missing_ok=True)
@@ -216,7 +189,7 @@ class EmbeddedPostgres:
         if self.running() is None:
             return False
         self._run(
-            self._server_user(),
+            server_user(),
             "pg_ctl",
             "-D",
             str(self.data_dir),
@@ -229,53 +202,23 @@ class EmbeddedPostgres:
         )
         return True
 
-    def _server_user(self) -> str | None:
-        return SYSTEM_USER if os.geteuid() == 0 else None
-
     def _prepare_directories(self) -> str | None:
-        user = self._server_user()
+        user = server_user()
         for path in (self.home, self.socket_dir):
             path.mkdir(parents=True, exist_ok=True)
             path.chmod(0o700)
         if user is None:
             return None
-        _ensure_system_user(user)
+        system_user_ensure(user)
         entry = pwd.getpwnam(user)
         for path in {self.home, self.socket_dir}:
             os.chown(path, entry.pw_uid, entry.pw_gid)
-        for path in (self.home, self.socket_dir, _bin_dir()):
-            _ensure_traversable(path)
+        for path in (self.home, self.socket_dir, bin_dir()):
+            traversable_ensure(path)
         return user
 
     def _run(self, user: str | None, program: str, *args: str) -> None:
-        command = [str(_bin_dir() / program), *args]
-        # The server started by pg_ctl inherits open pipes and would keep them open:
-        # capture errors through a file instead.
-        # Drop root's group too: group bits of root-owned directories would apply.
-        identity: dict[str, Any] = {}
-        if user:
-            identity = {
-                "user": user,
-                "group": pwd.getpwnam(user).pw_gid,
-                "extra_groups": [],
-            }
-        logged = _size(self.log_file)
-        with tempfile.TemporaryFile("w+") as err:
-            result = subprocess.run(
-                command,
-                **identity,
-                cwd=self.home,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=err,
-                timeout=120,
-            )
-            err.seek(0)
-            message = err.read().strip()
-        if result.returncode != 0:
-            raise ServerError(
-                _failure(program, result.returncode, message, self.log_file, logged)
-            )
+        program_run(user, program, *args, cwd=self.home, log=self.log_file)
 
 
 def _ensure_database(info: ServerInfo, name: str) -> None:
@@ -292,93 +235,3 @@ def _ensure_database(info: ServerInfo, name: str) -> None:
         exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name])
         if exists.fetchone() is None:
             conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return _start_time(pid) != 0.0 and not _is_zombie(pid)
-
-
-def _start_time(pid: int) -> float:
-    """The process start time in clock ticks since boot (guards against pid reuse)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (FileNotFoundError, ProcessLookupError, IndexError):
-        return 0.0
-    return float(fields[19])
-
-
-def _is_zombie(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, IndexError):
-        return True
-    return state == "Z"
-
-
-def _ensure_system_user(user: str) -> None:
-    try:
-        pwd.getpwnam(user)
-    except KeyError:
-        subprocess.run(
-            [
-                "useradd",
-                "--system",
-                "--no-create-home",
-                "--shell",
-                "/usr/sbin/nologin",
-                user,
-            ],
-            check=True,
-            capture_output=True,
-        )
-
-
-def _ensure_traversable(path: Path) -> None:
-    """Let the server's user reach ``path``: add o+x to ancestors that lack it."""
-    for parent in path.parents:
-        mode = parent.stat().st_mode
-        if not mode & stat.S_IXOTH:
-            logger.warning("adding o+x to %s so the database user can reach it", parent)
-            parent.chmod(mode | stat.S_IXOTH)
-
-
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except FileNotFoundError:
-        return 0
-
-
-def _failure(program: str, code: int, errors: str, log: Path, since: int) -> str:
-    """Why a program failed, for an exception message (which ends up in logs and
-    in the queue's failure records): the program's own error output, the log's
-    path, and the last FATAL or PANIC line the server wrote during this run. Never
-    the rest of the log: the statements that failed, and the page text they
-    carry, are written there."""
-    lines = errors.strip().splitlines()[-ERROR_LINES:]
-    reason = "; ".join(line.strip() for line in lines if line.strip())[:ERROR_CHARS]
-    fatal = _last_fatal(log, since)
-    return (
-        f"{program} exited with status {code}"
-        + (f": {reason}" if reason else "")
-        + (f"; the server said: {fatal}" if fatal else "")
-        + f"; see {log}"
-    )
-
-
-def _last_fatal(log: Path, since: int) -> str:
-    """The message of the last FATAL or PANIC line written after ``since``."""
-    try:
-        with open(log, "rb") as handle:
-            handle.seek(max(since, _size(log) - LOG_READ_BYTES))
-            written = handle.read(LOG_READ_BYTES).decode("utf-8", errors="replace")
-    except FileNotFoundError:
-        return ""
-    messages = [m.group(1) for m in map(FATAL_LINE.match, written.splitlines()) if m]
-    return messages[-1].strip()[:ERROR_CHARS] if messages else ""

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from kbsite.text import count_tokens
-from retrieval.embeddings import HashingEmbedder
+from retrieval.backends import HashingEmbedder
 
 # Texts and the requested size in, one vector per text out.
 Vectors = Callable[[list[str], int], list[list[float]]]

@@ -1,0 +1,81 @@
+"""How a run of the delivery job ends: finished with an outcome, cut short by a
+``Skip``, retried after a ``Retry``, or superseded.
+
+A run may change a page only while the delivery is still its to finish and the
+page shows no newer crawl; both are checked under the page's row lock, so two runs
+of one delivery, or deliveries of two crawls of one page, never both apply.
+"""
+
+from __future__ import annotations
+
+from django.db import transaction
+from django.utils import timezone
+
+from ingest.models import Delivery
+from ingest.pipeline import page_lock
+from sources.models import Page, Push
+
+Outcome = Delivery.Outcome
+
+
+class Retry(Exception):
+    """Worth running again: the job is retried like any failed one."""
+
+
+class Skip(Exception):
+    """The delivery ends here with this outcome; the page may record a failure."""
+
+    def __init__(
+        self, outcome: Outcome, reason: str, *, page_failure: bool = False
+    ) -> None:
+        super().__init__(reason)
+        self.outcome = outcome
+        self.page_failure = page_failure
+
+
+def skip_finish(delivery: Delivery, page: Page, skip: Skip) -> Outcome:
+    with transaction.atomic():
+        locked = page_lock(page)
+        if not _still_ours(delivery):
+            return _superseded(delivery, locked)
+        if skip.page_failure and not locked.is_newer_than(delivery.crawled_at):
+            locked.mark_failed(
+                at=delivery.received_at,
+                error=str(skip),
+                original_status=delivery.original_status,
+            )
+            locked.save()
+        return delivery_finish(delivery, locked, skip.outcome, str(skip))
+
+
+def page_lock_for(delivery: Delivery, page: Page) -> Page | None:
+    """The page, locked, if this delivery may still change it; else the delivery is
+    finished as superseded (another run finished it, or a newer crawl is shown)."""
+    locked = page_lock(page)
+    if not _still_ours(delivery) or locked.is_newer_than(delivery.crawled_at):
+        _superseded(delivery, locked)
+        return None
+    return locked
+
+
+def _still_ours(delivery: Delivery) -> bool:
+    """True unless another run of this delivery already finished it."""
+    state = Delivery.objects.select_for_update().values_list("state", flat=True)
+    return state.get(pk=delivery.pk) == Delivery.State.PROCESSING
+
+
+def _superseded(delivery: Delivery, page: Page) -> Outcome:
+    return delivery_finish(
+        delivery, page, Outcome.SKIPPED, "superseded: the page shows a newer crawl"
+    )
+
+
+def delivery_finish(
+    delivery: Delivery, page: Page | None, outcome: Outcome, note: str = ""
+) -> Outcome:
+    delivery.mark_done(outcome=outcome, note=note, page_id=page.pk if page else None)
+    if delivery.push_id:
+        Push.objects.filter(pk=delivery.push_id).update(
+            state=Push.State.DELIVERED, delivered_at=timezone.now()
+        )
+    return outcome

@@ -1,0 +1,215 @@
+"""Each outcome of a delivery applied to its page, under the page's row lock: not
+modified, gone, new content, unchanged content, or a duplicate of an older page.
+
+Embedding happens before the lock is taken (it may call a remote API); what was
+read is checked again under the lock, as another run may have changed the page
+meanwhile.
+"""
+
+from __future__ import annotations
+
+from django.db import transaction
+
+from ingest.content import Content
+from ingest.finish import Retry, Skip, delivery_finish, page_lock_for
+from ingest.models import Delivery
+from ingest.pipeline import (
+    content_embed,
+    page_keep_body,
+    page_lock,
+    page_similarity_record,
+    source_restrip,
+)
+from ingest.rederive import page_reread
+from retrieval.indexing import page_chunks_replace
+from sources.models import Page, PageVersion
+from sources.services import page_shapes_record
+
+Outcome = Delivery.Outcome
+
+
+def apply_not_modified(delivery: Delivery, page: Page, pushed: Page | None) -> Outcome:
+    """The site said the content is the one the page holds: verified, and nothing
+    else (the stored body and Markdown stay as they are)."""
+    with transaction.atomic():
+        locked = page_lock_for(delivery, page)
+        if locked is None:
+            return Outcome.SKIPPED
+        if not locked.is_live:
+            raise Skip(
+                Outcome.SKIPPED,
+                f"304 Not Modified for a page that is {locked.status}",
+                page_failure=True,
+            )
+        locked.mark_verified(at=delivery.received_at, crawled_at=delivery.crawled_at)
+        _validators_keep(delivery, locked)
+        locked.save()
+        _redirect(pushed, locked, delivery)
+        return delivery_finish(delivery, locked, Outcome.UNCHANGED, "304 Not Modified")
+
+
+def apply_content(
+    delivery: Delivery, page: Page, pushed: Page | None, content: Content
+) -> Outcome:
+    if _original_of(page, content) is not None:
+        return _apply_duplicate(delivery, page, pushed, content)
+    if page.is_live and page.content_hash == content.digest:
+        return _apply_unchanged(delivery, page, pushed, content)
+    drafts, report = content_embed(content=content, page=page, delivery=delivery)
+    with transaction.atomic():
+        locked = page_lock_for(delivery, page)
+        if locked is None:
+            return Outcome.SKIPPED
+        if locked.is_live and locked.content_hash == content.digest:
+            return _verified(delivery, locked, pushed, content)
+        if locked.is_live and _only_boilerplate_differs(locked, content):
+            page_chunks_replace(page=locked, drafts=drafts)
+            page_reread(page=locked, content=content)
+            note = "the page read again: boilerplate learned since its last crawl"
+            return _verified(delivery, locked, pushed, content, note)
+        kind = (
+            PageVersion.Kind.RESTORED if locked.deleted_at else PageVersion.Kind.CHANGED
+        )
+        page_chunks_replace(page=locked, drafts=drafts)
+        page_keep_body(page=locked, content=content)
+        locked.mark_changed(
+            at=delivery.received_at,
+            crawled_at=delivery.crawled_at,
+            title=content.title,
+            markdown=content.markdown,
+            digest=content.digest,
+        )
+        _validators_keep(delivery, locked)
+        page_similarity_record(page=locked)
+        locked.save()
+        delivery.version = PageVersion.objects.create(
+            page=locked,
+            kind=kind,
+            content_hash=content.digest,
+            markdown=content.markdown,
+            recorded_at=delivery.received_at,
+        )
+        _redirect(pushed, locked, delivery)
+        note = f"{report.embedded} new chunk texts, {report.reused} reused"
+        return delivery_finish(delivery, locked, Outcome.EMBEDDED, note)
+
+
+def _apply_unchanged(
+    delivery: Delivery, page: Page, pushed: Page | None, content: Content
+) -> Outcome:
+    with transaction.atomic():
+        locked = page_lock_for(delivery, page)
+        if locked is None:
+            return Outcome.SKIPPED
+        return _verified(delivery, locked, pushed, content)
+
+
+def _verified(
+    delivery: Delivery,
+    page: Page,
+    pushed: Page | None,
+    content: Content,
+    note: str = "",
+) -> Outcome:
+    page_keep_body(page=page, content=content)
+    page.mark_verified(at=delivery.received_at, crawled_at=delivery.crawled_at)
+    _validators_keep(delivery, page)
+    page.save()
+    _redirect(pushed, page, delivery)
+    return delivery_finish(delivery, page, Outcome.UNCHANGED, note)
+
+
+def _only_boilerplate_differs(page: Page, content: Content) -> bool:
+    """The page's Markdown, read under the source's current rules, is the new
+    content: the lines that differ were learned as boilerplate (or matched a pattern
+    added) after the page was last read, before its re-derivation came round."""
+    restripped = source_restrip(source=page.source, markdown=page.markdown)
+    return restripped == content.markdown
+
+
+def _original_of(page: Page, content: Content) -> Page | None:
+    """The oldest live page of the same source indexed with this content, if older
+    than ``page``: it is the one kept. (Two copies indexed at once by two workers
+    are settled at the next crawl of the younger one.)"""
+    same = Page.objects.filter(
+        source_id=page.source_id,
+        status=Page.Status.LIVE,
+        content_hash=content.digest,
+        pk__lt=page.pk,
+    )
+    return same.order_by("pk").first()
+
+
+def _apply_duplicate(
+    delivery: Delivery, page: Page, pushed: Page | None, content: Content
+) -> Outcome:
+    with transaction.atomic():
+        locked = page_lock_for(delivery, page)
+        if locked is None:
+            return Outcome.SKIPPED
+        original = _original_of(locked, content)
+        if original is None:  # it changed meanwhile: this is new content after all
+            raise Retry("the original page changed while this delivery was read")
+        if locked.status != Page.Status.DUPLICATE:
+            page_chunks_replace(page=locked, drafts=[])
+            page_shapes_record(page=locked, shapes={})
+            delivery.version = PageVersion.objects.create(
+                page=locked,
+                kind=PageVersion.Kind.DUPLICATE,
+                content_hash=content.digest,
+            )
+        locked.title = content.title[:500]
+        locked.mark_duplicate(
+            of=original,
+            at=delivery.received_at,
+            crawled_at=delivery.crawled_at,
+            digest=content.digest,
+        )
+        locked.save()
+        _redirect(pushed, locked, delivery)
+        return delivery_finish(
+            delivery, locked, Outcome.DUPLICATE, f"same content as {original}"
+        )
+
+
+def _validators_keep(delivery: Delivery, page: Page) -> None:
+    page.remember_validators(
+        etag=delivery.etag,
+        last_modified=delivery.last_modified,
+        site_modified_at=delivery.site_modified_at,
+    )
+
+
+def apply_gone(delivery: Delivery, page: Page) -> Outcome:
+    with transaction.atomic():
+        locked = page_lock_for(delivery, page)
+        if locked is None:
+            return Outcome.SKIPPED
+        if locked.status != Page.Status.GONE:
+            page_chunks_replace(page=locked, drafts=[])
+            page_shapes_record(page=locked, shapes={})
+            delivery.version = PageVersion.objects.create(
+                page=locked,
+                kind=PageVersion.Kind.DELETED,
+                recorded_at=delivery.received_at,
+            )
+        locked.mark_gone(
+            at=delivery.received_at,
+            crawled_at=delivery.crawled_at,
+            original_status=delivery.original_status or 404,
+        )
+        locked.save()
+        return delivery_finish(delivery, locked, Outcome.DELETED)
+
+
+def _redirect(pushed: Page | None, page: Page, delivery: Delivery) -> None:
+    """The pushed URL now leads to ``page``: it leaves search and points there."""
+    if pushed is None or pushed.pk == page.pk:
+        return
+    locked = page_lock(pushed)
+    page_chunks_replace(page=locked, drafts=[])
+    locked.mark_redirected(
+        to=page, at=delivery.received_at, crawled_at=delivery.crawled_at
+    )
+    locked.final_url = page.url
+    locked.save()

@@ -1,0 +1,51 @@
+"""What every embedding backend is: texts in, unit vectors of a fixed size out.
+
+Its ``space`` names backend, model and size together: vectors from different spaces
+never mix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+
+class Embedder(Protocol):
+    space: str
+    dimensions: int
+    max_input_tokens: int  # what one vector stands for; 0: no limit
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
+
+    def token_starts(self, text: str) -> list[int]: ...
+
+
+def space_name(
+    backend: str, model: str, dimensions: int, max_input_tokens: int = 0
+) -> str:
+    """backend/model/dimensions; a window size chosen by the operator (not the
+    model's own) is part of the name, as it makes other vectors."""
+    name = f"{backend}/{model}/{dimensions}"
+    return f"{name}/w{max_input_tokens}" if max_input_tokens else name
+
+
+def space_parts(name: str) -> tuple[str, str, int, int]:
+    """Backend, model, dimensions and chosen window of a space name (a model name
+    may itself hold slashes)."""
+    backend, rest = name.split("/", 1)
+    model, *tail = rest.rsplit("/", 2)
+    if len(tail) == 2 and tail[1].startswith("w") and tail[1][1:].isdigit():
+        return backend, model, int(tail[0]), int(tail[1][1:])
+    model, dimensions = rest.rsplit("/", 1)
+    return backend, model, int(dimensions), 0
+
+
+def vectors_checked(vectors: list[list[float]], count: int, embedder: Embedder) -> list:
+    """The vectors, if there is one per text and each has the configured size."""
+    sizes = {len(vector) for vector in vectors}
+    if len(vectors) != count or sizes - {embedder.dimensions}:
+        raise ValueError(
+            f"{embedder.space}: got {len(vectors)} vectors of sizes {sorted(sizes)} "
+            f"for {count} texts; EMBEDDING_DIMENSIONS is {embedder.dimensions}"
+        )
+    return vectors

@@ -1,0 +1,137 @@
+"""Writing the index: chunk texts embedded where a space has no vector for them yet,
+the day's embedding usage added up, and a page's chunks swapped for new ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from django.db import connection
+from django.utils import timezone
+
+from kbsite.text import count_tokens
+from retrieval.chunking import ChunkDraft
+from retrieval.embedder import Embedder
+from retrieval.models import Chunk, Embedding, EmbeddingUsage
+from retrieval.windows import text_windows
+from sources.models import Page
+
+# Inputs per embedding request; OpenAI accepts up to 2,048 but smaller batches fail
+# (and retry) more cheaply. Tokens per request stay under OpenAI's 300,000.
+EMBED_BATCH = 256
+EMBED_BATCH_TOKENS = 250_000
+
+
+@dataclass(frozen=True)
+class EmbedReport:
+    embedded: int
+    reused: int
+    tokens: int
+    requests: int
+
+    @classmethod
+    def total(cls, reports: list[EmbedReport]) -> EmbedReport:
+        return cls(
+            embedded=sum(r.embedded for r in reports),
+            reused=sum(r.reused for r in reports),
+            tokens=sum(r.tokens for r in reports),
+            requests=sum(r.requests for r in reports),
+        )
+
+
+def embeddings_missing(*, space: str, hashes: set[str]) -> set[str]:
+    """Which of these text hashes have no vector in this space yet."""
+    present = Embedding.objects.filter(space=space, text_hash__in=hashes).values_list(
+        "text_hash", flat=True
+    )
+    return hashes - set(present)
+
+
+def embeddings_ensure(*, texts: dict[str, str], embedder: Embedder) -> EmbedReport:
+    """Embed the texts (keyed by hash) that have no vector in the embedder's space;
+    a text longer than the model reads gets one vector per window.
+
+    Runs outside any transaction: it may call a remote API. Rows are inserted with
+    ON CONFLICT DO NOTHING, so two jobs embedding the same text at once are harmless.
+    Each request is added to the day's usage as soon as it is answered.
+    """
+    missing = sorted(embeddings_missing(space=embedder.space, hashes=set(texts)))
+    tokens = requests = 0
+    for batch in _batches(missing, texts, embedder):
+        inputs = [window for _, windows in batch for window in windows]
+        vectors = iter(embedder.embed(inputs))
+        rows = []
+        for text_hash, windows in batch:
+            for number, window in enumerate(windows):
+                rows.append(
+                    Embedding(space=embedder.space, text_hash=text_hash,
+                              window=number, vector=next(vectors),
+                              token_count=count_tokens(window))
+                )  # fmt: skip
+        # All windows of a text in one insert: a text is embedded whole or not at all.
+        Embedding.objects.bulk_create(rows, ignore_conflicts=True)
+        sent = sum(row.token_count for row in rows)
+        usage_record(space=embedder.space, requests=1, inputs=len(rows), tokens=sent)
+        tokens += sent
+        requests += 1
+    return EmbedReport(
+        embedded=len(missing),
+        reused=len(texts) - len(missing),
+        tokens=tokens,
+        requests=requests,
+    )
+
+
+def _batches(
+    hashes: list[str], texts: dict[str, str], embedder: Embedder
+) -> Iterator[list[tuple[str, list[str]]]]:
+    """(hash, windows) in batches within the input and token limits of one request;
+    the windows of one text never straddle two requests."""
+    batch: list[tuple[str, list[str]]] = []
+    inputs = size = 0
+    for text_hash in hashes:
+        windows = text_windows(embedder, texts[text_hash])
+        tokens = sum(count_tokens(window) for window in windows)
+        if batch and (
+            inputs + len(windows) > EMBED_BATCH or size + tokens > EMBED_BATCH_TOKENS
+        ):
+            yield batch
+            batch, inputs, size = [], 0, 0
+        batch.append((text_hash, windows))
+        inputs += len(windows)
+        size += tokens
+    if batch:
+        yield batch
+
+
+def usage_record(*, space: str, requests: int, inputs: int, tokens: int) -> None:
+    """Add to today's embedding usage (one upsert; concurrent jobs add up)."""
+    table = EmbeddingUsage._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {table} (day, space, requests, inputs, tokens) "
+            "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (day, space) DO UPDATE SET "
+            f"requests = {table}.requests + EXCLUDED.requests, "
+            f"inputs = {table}.inputs + EXCLUDED.inputs, "
+            f"tokens = {table}.tokens + EXCLUDED.tokens",
+            [timezone.localdate(), space, requests, inputs, tokens],
+        )
+
+
+def page_chunks_replace(*, page: Page, drafts: list[ChunkDraft]) -> None:
+    """Swap the page's chunks for these. Call inside the transaction that records the
+    new version, so readers see the old set or the new one, never a mix."""
+    page.chunks.all().delete()
+    Chunk.objects.bulk_create(
+        Chunk(
+            page=page,
+            position=draft.position,
+            heading=draft.heading[:1000],
+            anchor=draft.anchor[:200],
+            text=draft.text,
+            embed_hash=draft.embed_hash,
+            token_count=draft.token_count,
+        )
+        for draft in drafts
+    )

@@ -1,0 +1,227 @@
+"""One section's blocks as chunk texts of at most ``MAX_TOKENS``.
+
+Whole blocks are packed greedily. A block too long for one chunk is cut where it may
+be cut, prose at sentences, then words, then characters; lists at items; fenced code
+and tables at lines (a single monstrous line at characters), each code piece a
+fenced block of its own with the opening fence repeated, each table piece with the
+header rows repeated. Consecutive pieces of long prose share one sentence.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+from kbsite.text import FENCE, SENTENCE_END, count_tokens, sentences, split_tokens
+
+MAX_TOKENS = 700
+OVERLAP_TOKENS = 60
+# Tokens a join may add beyond its two sides (the separator, and a seam where the
+# tokenizer merges differently); near the cap, chunks are counted exactly instead.
+JOIN_TOKENS = 2
+TABLE_ROW = re.compile(r"^\s*\|")
+TABLE_DELIMITER = re.compile(r"^\s*\|?\s*:?-+:?\s*(?:\|\s*:?-*:?\s*)*\|?\s*$")
+LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s")
+
+
+def chunk_texts(blocks: list[str], *, headed: bool) -> Iterator[str]:
+    """The chunk texts of a section's blocks; ``headed``: the first block is the
+    section's heading."""
+    sticky, room = _heading_room(blocks, headed=headed)
+    return _pack(_pieces(blocks, room_after_heading=room), sticky=sticky)
+
+
+def _heading_room(blocks: list[str], *, headed: bool) -> tuple[str, int]:
+    """The heading block that is never a chunk on its own, and the room it leaves
+    for what follows it in the first chunk. A heading that would leave less than
+    three quarters of a chunk may stand alone."""
+    if not (headed and blocks):
+        return "", MAX_TOKENS
+    room = MAX_TOKENS - count_tokens(f"{blocks[0]}\n\n")
+    if room < MAX_TOKENS * 3 // 4:
+        return "", MAX_TOKENS
+    return blocks[0], room
+
+
+def _is_prose(block: str) -> bool:
+    first = block.lstrip().split("\n", 1)[0]
+    return not (FENCE.match(first) or TABLE_ROW.match(first) or LIST_ITEM.match(first))
+
+
+def _split_block(block: str) -> list[str]:
+    """Prose at sentences, a list at items."""
+    if LIST_ITEM.match(block.lstrip().split("\n", 1)[0]):
+        items: list[str] = []
+        for line in block.split("\n"):
+            if LIST_ITEM.match(line) and items and not line.startswith((" ", "\t")):
+                items.append(line)
+            elif items:
+                items[-1] += "\n" + line
+            else:
+                items.append(line)
+        return items
+    return sentences(block)
+
+
+@dataclass(frozen=True)
+class _Piece:
+    text: str
+    tokens: int
+    prose: bool
+    joiner: str = "\n\n"  # what joins it to the piece before
+    continues: bool = False  # goes on with the paragraph the piece before began
+
+
+def _pieces(blocks: list[str], *, room_after_heading: int) -> Iterator[_Piece]:
+    """Each block whole, or cut into pieces that fit a chunk. The block after the
+    section's heading fits in the room the heading leaves."""
+    for index, block in enumerate(blocks):
+        room = room_after_heading if index == 1 else MAX_TOKENS
+        yield from _block_pieces(block, room=room)
+
+
+def _block_pieces(block: str, *, room: int, joiner: str = "\n\n") -> Iterator[_Piece]:
+    tokens = count_tokens(block)
+    prose = _is_prose(block)
+    if tokens <= room:
+        yield _Piece(block, tokens, prose, joiner)
+        return
+    first = block.lstrip().split("\n", 1)[0]
+    if FENCE.match(first):
+        yield from _code_pieces(block, room=room, joiner=joiner)
+        return
+    if TABLE_ROW.match(first):
+        yield from _table_pieces(block, room=room, joiner=joiner)
+        return
+    within = " " if prose else "\n"  # sentences of a paragraph, items of a list
+    for index, part in enumerate(_split_block(block)):
+        yield from _part_pieces(
+            part,
+            prose=prose,
+            joiner=within if index else joiner,
+            continues=index > 0,
+            # Only the first part has to share the chunk with the heading.
+            room=MAX_TOKENS if index else room,
+        )
+
+
+def _part_pieces(
+    part: str, *, prose: bool, joiner: str, continues: bool, room: int
+) -> Iterator[_Piece]:
+    """A sentence or list item, cut at words (then characters) if too long."""
+    tokens = count_tokens(part)
+    if tokens <= room:
+        yield _Piece(part, tokens, prose, joiner, continues)
+        return
+    for index, (text, tokens) in enumerate(split_tokens(part, room)):
+        yield _Piece(
+            text,
+            tokens,
+            prose,
+            " " if index else joiner,
+            continues or index > 0,
+        )
+
+
+def _code_pieces(block: str, *, room: int, joiner: str) -> Iterator[_Piece]:
+    """A fenced block cut at lines into fenced blocks, each opened with the same
+    fence and info string and closed. Lines after the closing fence (no blank line
+    between) go on as a block of their own."""
+    lines = block.split("\n")
+    opener = lines[0]
+    match = FENCE.match(opener)
+    marker = match.group(1) if match else "```"
+    # An unclosed block (the page ended inside it) gets a closing fence.
+    close = next(
+        (i for i in range(1, len(lines)) if _closes(lines[i], marker)), len(lines)
+    )
+    closer = lines[close] if close < len(lines) else marker
+    body = "\n".join(lines[1:close])
+    parts = _framed(body, head=f"{opener}\n", tail=f"\n{closer}", room=room)
+    for index, (text, tokens) in enumerate(parts):
+        yield _Piece(text, tokens, False, joiner if index == 0 else "\n\n")
+    if close + 1 < len(lines):
+        after = "\n".join(lines[close + 1 :])
+        yield from _block_pieces(after, room=MAX_TOKENS, joiner="\n")
+
+
+def _closes(line: str, marker: str) -> bool:
+    """Whether ``line`` closes a block opened by ``marker``, as CommonMark says."""
+    fence = FENCE.match(line)
+    found = fence.group(1) if fence else ""
+    return found[:1] == marker[0] and len(found) >= len(marker)
+
+
+def _table_pieces(block: str, *, room: int, joiner: str) -> Iterator[_Piece]:
+    """A table cut between rows, each piece under the table's header rows."""
+    lines = block.split("\n")
+    has_header = len(lines) > 2 and bool(TABLE_DELIMITER.match(lines[1]))
+    head = "\n".join(lines[:2]) + "\n" if has_header else ""
+    body = "\n".join(lines[2:] if has_header else lines)
+    for index, (text, tokens) in enumerate(_framed(body, head=head, room=room)):
+        yield _Piece(text, tokens, False, joiner if index == 0 else "\n\n")
+
+
+def _framed(
+    body: str, *, head: str, tail: str = "", room: int
+) -> list[tuple[str, int]]:
+    """``body`` cut at lines into pieces that fit ``room`` with ``head`` before and
+    ``tail`` after each, with their token counts. A frame that would leave less
+    than three quarters of the room (a monstrous info string) is dropped: the
+    lines are cut bare."""
+    frame = count_tokens(head) + count_tokens(tail) + JOIN_TOKENS
+    if frame > room // 4:
+        return split_tokens(f"{head}{body}{tail}", room, lines=True)
+    limit = room - frame
+    while True:
+        framed = [
+            f"{head}{text}{tail}" for text, _ in split_tokens(body, limit, lines=True)
+        ]
+        counted = [(text, count_tokens(text)) for text in framed]
+        excess = max(tokens for _, tokens in counted) - room
+        if excess <= 0:
+            return counted
+        limit -= excess
+
+
+def _grown(chunk: str, bound: int, piece: _Piece) -> int | None:
+    """An upper bound of the tokens of ``chunk`` with ``piece`` joined to it, or
+    None if that passes MAX_TOKENS. Counted exactly only near the cap: summing
+    the parts' counts misses what the joins add."""
+    if not chunk:
+        return piece.tokens
+    estimate = bound + piece.tokens + JOIN_TOKENS
+    if estimate <= MAX_TOKENS:
+        return estimate
+    exact = count_tokens(f"{chunk}{piece.joiner}{piece.text}")
+    return exact if exact <= MAX_TOKENS else None
+
+
+def _pack(pieces: Iterable[_Piece], *, sticky: str = "") -> Iterator[str]:
+    """Whole pieces, greedily, into chunks of at most MAX_TOKENS. A chunk that
+    continues a paragraph starts with the paragraph's sentence before, if that
+    sentence is short and fits. The ``sticky`` heading line is never a chunk on its
+    own (the pieces after it were cut to leave it room)."""
+    chunk = ""
+    size = bound = 0  # the sum of the pieces' counts; an upper bound of the chunk's
+    last_sentence = ""
+    for piece in pieces:
+        full = bool(chunk) and chunk != sticky and size + piece.tokens > MAX_TOKENS
+        grown = None if full else _grown(chunk, bound, piece)
+        if grown is None:
+            # A full chunk; or, where the tokenizer beats the room kept for it, a
+            # heading on its own.
+            yield chunk
+            chunk = last_sentence if piece.continues and piece.prose else ""
+            size = bound = count_tokens(chunk)
+            grown = _grown(chunk, bound, piece)
+            if grown is None:  # no room for the sentence before
+                chunk, size, grown = "", 0, piece.tokens
+        chunk = f"{chunk}{piece.joiner}{piece.text}" if chunk else piece.text
+        size += piece.tokens
+        bound = grown
+        tail = SENTENCE_END.split(piece.text)[-1] if piece.prose else ""
+        last_sentence = tail if tail and count_tokens(tail) <= OVERLAP_TOKENS else ""
+    if chunk:
+        yield chunk
