@@ -3,7 +3,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("retrieval", "0004_embedding_windows"),
+        ("retrieval", "0005_embedding_windows"),
     ]
 
     operations = [

@@ -3,7 +3,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("retrieval", "0005_learned_floors_and_word_counts"),
+        ("retrieval", "0006_learned_floors_and_word_counts"),
     ]
 
     operations = [

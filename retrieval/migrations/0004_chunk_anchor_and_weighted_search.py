@@ -40,7 +40,7 @@ SEARCH_VECTOR = django.contrib.postgres.search.CombinedSearchVector(
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("retrieval", "0002_index_tables"),
+        ("retrieval", "0003_querylog_answer"),
     ]
 
     operations = [

@@ -3,7 +3,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("retrieval", "0003_chunk_anchor_and_weighted_search"),
+        ("retrieval", "0004_chunk_anchor_and_weighted_search"),
     ]
 
     operations = [

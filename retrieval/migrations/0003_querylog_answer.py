@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("retrieval", "0006_querylog_feedback"),
+        ("retrieval", "0002_index_tables"),
     ]
 
     operations = [
