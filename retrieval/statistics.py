@@ -7,12 +7,15 @@ when the index has grown or shrunk by a tenth since; a search only reads them.
 
 from __future__ import annotations
 
+import logging
 import random
 import statistics
 from dataclasses import dataclass
 
+from django.core.exceptions import ImproperlyConfigured
 from django.db import connection, transaction
 from django.utils import timezone
+from openai import OpenAIError
 
 from kbsite.text import STOPWORDS, WORD
 from retrieval.embedder import Embedder
@@ -29,6 +32,8 @@ PROBE_WORDS = 4
 # chunk is no closer than half of the bags of unrelated words is no evidence.
 FLOOR_QUANTILE = 0.5
 SEED = 20261130
+logger = logging.getLogger(__name__)
+
 # Advisory lock around the word counts' refresh.
 LOCK_KEY = 0x6B625F6C6578  # "kb_lex"
 
@@ -55,7 +60,14 @@ def index_statistics_refresh(*, force: bool = False) -> Refresh | None:
     chunks, lexemes = lexemes_refresh()
     floors: dict[str, float | None] = {}
     if space is not None:
-        floors[space.name] = space_floor_learn(space, serving()[0])
+        try:
+            floors[space.name] = space_floor_learn(space, serving()[0])
+        except (ImproperlyConfigured, OpenAIError) as exc:
+            # The serving model cannot be reached from here (no key in this
+            # process, the provider down): the floor it has stays, and `migrate`
+            # or the periodic job does not fail for it.
+            logger.warning("floor of %s not learned again: %s", space.name, exc)
+            floors[space.name] = space.floor
     return Refresh(chunks=chunks, lexemes=lexemes, floors=floors)
 
 

@@ -16,7 +16,7 @@ from retrieval.keywords import QueryTerms, Term
 from retrieval.models import EmbeddingSpace, IndexStatistics, Lexeme
 from retrieval.reembed import index_rebuild
 from retrieval.search import chunks_search
-from retrieval.spaces import space_serving
+from retrieval.spaces import space_register, space_serving, space_switch
 from retrieval.statistics import index_statistics_refresh, probe_questions
 from tests.fakes.openai_api import FakeOpenAI, local_model_vectors
 from tests.world import FIXTURES, HarborWorld, harbor_url
@@ -86,6 +86,29 @@ class LearnedStatisticsTests(HarborWorld):
             and refresh.chunks == IndexStatistics.objects.get().chunks
         )
         assert space_serving().floor_learned_at > learned_at
+
+    def test_a_serving_model_out_of_reach_keeps_its_floor_and_migrate_works(self):
+        api = self.enterContext(FakeOpenAI())
+        with override_settings(
+            EMBEDDING_BACKEND="openai",
+            EMBEDDING_DIMENSIONS=64,
+            OPENAI_API_KEY="sk-test",
+            OPENAI_BASE_URL=api.base_url,
+        ):
+            embedder = get_embedder()
+            space = space_register(name=embedder.space, dimensions=64)
+            space_switch(to=space, keep_old=True)
+        EmbeddingSpace.objects.filter(pk=space.pk).update(floor=0.42)
+
+        # This process has no key for the space that serves, as after a deploy
+        # that forgot OPENAI_API_KEY: the counts are refreshed, the floor stays.
+        with self.assertLogs("retrieval.statistics", "WARNING") as logs:
+            refresh = index_statistics_refresh(force=True)
+            call_command("migrate", verbosity=0, stdout=StringIO())
+
+        assert refresh is not None and refresh.floors == {space.name: 0.42}
+        assert f"floor of {space.name} not learned" in logs.output[0]
+        assert EmbeddingSpace.objects.get(pk=space.pk).floor == 0.42
 
     def test_the_periodic_job_is_scheduled(self):
         from django_q.models import Schedule
