@@ -144,3 +144,28 @@ def test_to_django_a_server_that_cannot_start_is_a_database_out_of_reach(
         pytest.raises(OperationalError, match="pg_ctl exited with status 1"),
     ):
         embedded.ensure_connection()
+
+
+SESSION_NICENESS = textwrap.dedent(
+    """
+    import os, sys, django
+    os.environ["DJANGO_SETTINGS_MODULE"] = "tests.settings"
+    django.setup()
+    from django.db import connection
+    connection.settings_dict["NAME"] = sys.argv[1]
+    connection.ensure_connection()
+    print(os.getpriority(os.PRIO_PROCESS, connection.connection.info.backend_pid))
+    """
+)
+
+
+@pytest.mark.parametrize("niceness", [0, 7])
+def test_a_niced_process_gets_its_database_session_niced_alike(niceness):
+    result = subprocess.run(
+        ["nice", "-n", str(niceness), sys.executable, "-c", SESSION_NICENESS,
+         connection.settings_dict["NAME"]],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == str(niceness)

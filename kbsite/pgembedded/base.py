@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import subprocess
 
 from django.db.backends.postgresql import base
@@ -25,3 +26,21 @@ class DatabaseWrapper(base.DatabaseWrapper):
         params["host"] = str(info.socket_dir)
         params["port"] = info.port
         return params
+
+    def init_connection_state(self) -> None:
+        super().init_connection_state()
+        self._share_niceness()
+
+    def _share_niceness(self) -> None:
+        """A niced process (the worker cluster runs at WORKER_NICE) gets its
+        database session niced alike. On the embedded server the session is a
+        process of this machine, and much of a page's ingest runs there (text
+        search vectors, index inserts), so without this the worker's share of the
+        cores would not yield to the web server's."""
+        niceness = os.nice(0)
+        if niceness <= 0 or self.connection is None:
+            return
+        try:
+            os.setpriority(os.PRIO_PROCESS, self.connection.info.backend_pid, niceness)
+        except OSError:
+            pass  # not ours to renice: the session keeps the server's priority
