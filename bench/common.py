@@ -16,15 +16,26 @@ ROOT = Path(__file__).resolve().parent.parent
 BENCH_DB = "kb_bench"
 
 
-def django_with_fake_openai(dimensions: int = 256):
-    """Start the fake OpenAI endpoint, point the settings at it, set Django up on a
-    fresh benchmark database. Returns the running fake (it counts requests)."""
-    sys.path.insert(0, str(ROOT))
-    from tests.fakes.openai_api import FakeOpenAI
+def django_with_fake_openai(dimensions: int = 256) -> subprocess.Popen:
+    """Start the fake OpenAI endpoint in a process of its own, point the settings at
+    it, set Django up on a fresh benchmark database. Returns the fake's process;
+    what was embedded is read from the product's own counts (``embedding_usage``)."""
+    process, base_url = start_fake_openai_process()
+    django_fresh(**fake_openai_env(base_url, dimensions))
+    return process
 
-    fake = FakeOpenAI().__enter__()
-    django_fresh(**fake_openai_env(fake.base_url, dimensions))
-    return fake
+
+def embedding_usage() -> tuple[int, int]:
+    """Embedding requests and tokens so far, as the product counts them (every
+    request, inside deliveries or not)."""
+    from django.db.models import Sum
+
+    from retrieval.models import EmbeddingUsage
+
+    totals = EmbeddingUsage.objects.aggregate(
+        requests=Sum("requests"), tokens=Sum("tokens")
+    )
+    return totals["requests"] or 0, totals["tokens"] or 0
 
 
 def fake_openai_env(base_url: str, dimensions: int = 256) -> dict[str, str]:
@@ -118,7 +129,7 @@ def stop_cluster(cluster: subprocess.Popen) -> None:
         cluster.kill()
 
 
-def deliver_all(name: str, pages: list[tuple[str, str, int]], fake=None) -> Round:
+def deliver_all(name: str, pages: list[tuple[str, str, int]]) -> Round:
     """Deliver (url, html, status) pages through the webhook's service; the running
     cluster processes them. Returns when every job, follow-ups included, is done."""
     from django_q.models import OrmQ
@@ -126,7 +137,7 @@ def deliver_all(name: str, pages: list[tuple[str, str, int]], fake=None) -> Roun
     from ingest.models import Delivery
 
     result = Round(name, pages=len(pages))
-    requests, tokens = (fake.requests, fake.tokens) if fake else (0, 0)
+    requests, tokens = embedding_usage()
     started = time.perf_counter()
     result.delivery_ids = queue_deliveries(name, pages)
     ids = list(result.delivery_ids.values())
@@ -136,9 +147,8 @@ def deliver_all(name: str, pages: list[tuple[str, str, int]], fake=None) -> Roun
     ):
         time.sleep(0.2)
     result.seconds = time.perf_counter() - started
-    if fake:
-        result.requests = fake.requests - requests
-        result.tokens = fake.tokens - tokens
+    now_requests, now_tokens = embedding_usage()
+    result.requests, result.tokens = now_requests - requests, now_tokens - tokens
     outcomes = Delivery.objects.filter(pk__in=ids).values_list("outcome", flat=True)
     result.outcomes.update(outcomes)
     return result

@@ -6,7 +6,8 @@ The site is the HTML of a Debian documentation package, installed with
 Python's static file server (Last-Modified and If-Modified-Since, as most static
 servers do). Everything is the production path: the crawl's fetch jobs and the
 delivery jobs run in a real ``qcluster`` with two workers; embeddings go to a local
-fake of the OpenAI API that counts every call.
+fake of the OpenAI API in a process of its own; embedding calls are the product's own
+counts.
 
     .venv/bin/python -m bench.crawl [--site postgresql|python] [--limit N]
 
@@ -31,7 +32,12 @@ from pathlib import Path
 
 import psutil
 
-from bench.common import django_with_fake_openai, start_cluster, stop_cluster
+from bench.common import (
+    django_with_fake_openai,
+    embedding_usage,
+    start_cluster,
+    stop_cluster,
+)
 
 SITES = {
     "postgresql": ("postgresql-doc-15", "/usr/share/doc/postgresql-doc-15/html"),
@@ -101,15 +107,15 @@ def main() -> None:
     os.environ.update(
         CRAWL_ALLOW_PRIVATE_ADDRESSES="true", CRAWL_DELAY="0", CRAWL_WORKERS="1"
     )
-    fake = django_with_fake_openai()
+    django_with_fake_openai()
     cluster = start_cluster(workers=2)
     memory = PeakMemory(cluster.pid)
     cluster_ready(cluster.pid)
     try:
-        first = crawl_once(site, "first", args.limit, fake)
+        first = crawl_once(site, "first", args.limit)
         fidelity(Path(root), site.url)
         site.statuses.clear()
-        crawl_once(site, "unchanged", args.limit, fake)
+        crawl_once(site, "unchanged", args.limit)
         pages = sum(site.statuses.values()) - site.statuses[404]
         print(
             f"second crawl: {site.statuses[304]} of {pages} page requests answered "
@@ -135,7 +141,7 @@ def cluster_ready(pid: int) -> None:
     time.sleep(2)
 
 
-def crawl_once(site: Site, name: str, limit: int, fake) -> float:
+def crawl_once(site: Site, name: str, limit: int) -> float:
     """One crawl, timed until every job it caused is done (delivery jobs, and the
     pages derived again once the site's boilerplate is learned)."""
     from django_q.models import OrmQ
@@ -144,7 +150,7 @@ def crawl_once(site: Site, name: str, limit: int, fake) -> float:
     from ingest.crawl.services import crawl_start
     from ingest.crawl.setup import source_for_crawl
 
-    requests = fake.requests
+    requests, _ = embedding_usage()
     source, _ = source_for_crawl(
         url=site.url + "index.html", max_pages=limit or None, max_depth=50
     )
@@ -167,7 +173,7 @@ def crawl_once(site: Site, name: str, limit: int, fake) -> float:
         f"({pages / fetched:.1f} pages/s), fetched and converted (every job done) "
         f"in {seconds:.1f} s = {pages / seconds:.1f} pages/s; load average "
         f"{os.getloadavg()[0]:.1f}\n  {progress.counts()}; indexed: "
-        f"{progress.indexed()}; embedding calls {fake.requests - requests}"
+        f"{progress.indexed()}; embedding calls {embedding_usage()[0] - requests}"
     )
     return pages / seconds
 

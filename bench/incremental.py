@@ -8,7 +8,7 @@ the rest are identical. Reported, from the same run:
 (a) full rebuild: every chunk of the recrawled index embedded again;
 (b) page-level gating: every chunk of each page whose delivered body changed
     (what re-embedding whole changed pages costs, footer-only pages included);
-(c) this product: the tokens actually sent to the (fake) embedding API.
+(c) this product: the tokens it sent to the (fake) embedding API, by its own counts.
 
 Also the chunking throughput: HTML to Markdown, normalize, chunk, with no database.
 
@@ -44,7 +44,7 @@ def edit_one_paragraph(html: str, rng: random.Random) -> str:
     return f"{html[:at]} This sentence was added by the recrawl.{html[at:]}"
 
 
-def recrawl(first: list, rng: random.Random, fake):
+def recrawl(first: list, rng: random.Random):
     """The second crawl: 4% edited, 1% gone, 1% footer date only, the rest identical."""
     order = list(range(len(first)))
     rng.shuffle(order)
@@ -59,7 +59,7 @@ def recrawl(first: list, rng: random.Random, fake):
         elif index in footer:
             html = html.replace("2026-11-01", "2026-11-29")
         pages.append((url, html, 404 if index in gone else 200))
-    second = deliver_all("recrawl", pages, fake)
+    second = deliver_all("recrawl", pages)
     print(second)
     second.groups = (edited, gone, footer)
     return second
@@ -92,7 +92,7 @@ def main() -> None:
     rng = random.Random(args.seed)
     corpus = pages()[: args.limit or None]
     print(chunking_throughput(corpus))
-    fake = django_with_fake_openai()
+    django_with_fake_openai()
     from django.db.models import Sum
 
     from ingest.models import Delivery
@@ -103,8 +103,8 @@ def main() -> None:
     first = [(url, with_footer(html, "2026-11-01"), 200) for url, html in corpus]
     cluster = start_cluster()
     try:
-        print(deliver_all("first crawl", first, fake))
-        second = recrawl(first, rng, fake)
+        print(deliver_all("first crawl", first))
+        second = recrawl(first, rng)
     finally:
         stop_cluster(cluster)
 

@@ -27,15 +27,15 @@ def main() -> None:
     args = parser.parse_args()
 
     corpus = [(url, html, 200) for url, html in pages()[: args.limit or None]]
-    fake = django_with_fake_openai()
+    django_with_fake_openai()
     from sources.models import Source
 
     Source.objects.create(name="PostgreSQL 15 manual", seed_urls=BASE_URL)
     print(f"corpus: {len(corpus)} pages, {sum(len(h) for _, h, _ in corpus):,} bytes")
     cluster = start_cluster()
     try:
-        print(deliver_all("first", corpus, fake))
-        print(deliver_all("unchanged", corpus, fake))
+        print(deliver_all("first", corpus))
+        print(deliver_all("unchanged", corpus))
     finally:
         stop_cluster(cluster)
 
