@@ -17,6 +17,8 @@ from kbsite.canonical import canonical_url
 from sources.models import Page, Source
 from sources.scope import source_covers
 
+# URLs looked up at once (PostgreSQL takes at most 65,535 parameters a query).
+KNOWN_BATCH = 10_000
 MARKDOWN_LINK = re.compile(r"\]\((<[^>]+>|[^)\s]+)")
 
 
@@ -59,7 +61,10 @@ def source_urls_push(
     order, while the source has room (``max_pages``). Known pages keep their own
     schedule."""
     wanted = [url for url in urls if url != exclude and source_covers(source, url)]
-    known = set(Page.objects.filter(url__in=wanted).values_list("url", flat=True))
+    known: set[str] = set()
+    for start in range(0, len(wanted), KNOWN_BATCH):
+        batch = wanted[start : start + KNOWN_BATCH]
+        known.update(Page.objects.filter(url__in=batch).values_list("url", flat=True))
     room = source.max_pages - source.pages.count()
     new = [url for url in wanted if url not in known][: max(0, room)]
     if not new:

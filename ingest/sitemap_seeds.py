@@ -7,7 +7,7 @@ crawler's direct fetcher (its address guard and size limit included): sitemaps
 are small XML files and robots.txt smaller still, and both are meant for bots.
 Sitemap indexes are followed, at most ``MAX_SITEMAPS`` files per source. Every
 listed URL the source covers becomes a page and is pushed once, up to the
-source's ``max_pages``.
+source's ``max_pages``; reading stops once that many are found.
 """
 
 from __future__ import annotations
@@ -51,11 +51,14 @@ def source_sitemap_urls(
     """The page URLs the source's sitemaps list that its scope covers."""
     own = fetcher or DirectFetcher()
     found = SitemapSeeds()
+    # No more can become pages: max_pages, past the source's pages (which may
+    # be listed too).
+    wanted = source.max_pages + source.pages.count()
     try:
         queue = _sitemaps_named(source, own, found)
         seen: set[str] = set()
         covered: dict[str, None] = {}
-        while queue and found.sitemaps < MAX_SITEMAPS:
+        while queue and found.sitemaps < MAX_SITEMAPS and len(covered) < wanted:
             url = queue.pop(0)
             if url in seen:
                 continue
@@ -68,7 +71,7 @@ def source_sitemap_urls(
             found.listed += len(sitemap.pages)
             for entry in sitemap.pages:
                 page_url = canonical_url(entry.url)
-                if source_covers(source, page_url):
+                if source_covers(source, page_url) and len(covered) < wanted:
                     covered[page_url] = None
         found.urls = list(covered)
     finally:
