@@ -131,7 +131,7 @@ def _original_of(page: Page, content: Content) -> Page | None:
     """The oldest live page of the same source indexed with this content, if older
     than ``page``: it is the one kept. (Two copies indexed at once by two workers
     are settled at the next crawl of the younger one.)"""
-    same = Page.objects.filter(
+    same = Page.objects.light().filter(
         source_id=page.source_id,
         status=Page.Status.LIVE,
         content_hash=content.digest,

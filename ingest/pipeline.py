@@ -72,7 +72,10 @@ def page_keep_body(*, page: Page, content: Content) -> None:
 
 
 def page_lock(page: Page) -> Page:
-    return Page.objects.select_for_update().select_related("source").get(pk=page.pk)
+    # The page's row only: its source is read, not locked, so deliveries of one
+    # source run side by side (line shape counts take their own ordered locks).
+    pages = Page.objects.light().select_for_update(of=("self",))
+    return pages.select_related("source").get(pk=page.pk)
 
 
 def page_similarity_record(*, page: Page) -> None:

@@ -110,7 +110,9 @@ def _resolve_page(delivery: Delivery) -> tuple[Page | None, Page | None]:
     pushed = delivery.push.page if delivery.push is not None else None
     if pushed is not None and pushed.url == delivery.url:
         return pushed, None
-    page = Page.objects.filter(url=delivery.url).select_related("source").first()
+    page = (
+        Page.objects.light().filter(url=delivery.url).select_related("source").first()
+    )
     if page is not None:
         return page, pushed
     source = source_for_url(delivery.url)

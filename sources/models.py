@@ -230,6 +230,12 @@ class LineShape(models.Model):
 
 
 class PageQuerySet(models.QuerySet["Page"]):
+    def light(self) -> PageQuerySet:
+        """Without the stored Markdown and body: read when touched, and a save
+        writes only what was loaded or set, so a check that changes neither does
+        not send them back (the bulk of a page row)."""
+        return self.defer("markdown", "raw_body")
+
     def due(self, *, now: datetime) -> PageQuerySet:
         """Pages whose next check has come, and pages never crawled yet."""
         return self.filter(

@@ -8,6 +8,7 @@ from unittest import mock
 import pytest
 from django.db import connection
 from django.test import override_settings
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from django_q.models import OrmQ, Schedule
 
@@ -89,6 +90,18 @@ class RecrawlTests(IngestWorld):
         assert page.last_changed_at == before.last_changed_at
         assert Embedding.objects.count() == embeddings
         assert PageVersion.objects.count() == 1
+
+    def test_an_unchanged_check_neither_reads_nor_writes_the_stored_markdown(self):
+        delivery = self.receive()
+        markdown = self.page().markdown
+
+        with CaptureQueriesContext(connection) as queries:
+            delivery_process(delivery_id=delivery.pk)
+
+        page_sql = [q["sql"] for q in queries if '"sources_page"' in q["sql"]]
+        assert page_sql and not any('"markdown"' in sql for sql in page_sql)
+        assert self.page().markdown == markdown
+        assert bytes(self.page().raw_body) == bytes(delivery.body)
 
     def test_changed_content_swaps_chunks_and_records_a_version(self):
         old_chunks = set(self.page().chunks.values_list("embed_hash", flat=True))
