@@ -2,7 +2,8 @@
 
 Crawlbase's Enterprise Crawler fetches only the URLs it is given, so a sitemap
 (the source's own, the ``Sitemap:`` lines of each seed host's robots.txt, or
-``/sitemap.xml`` when neither names one) is read here, with the built-in
+``/sitemap.xml`` when neither names one: ``origin_sitemaps``, as a site crawl reads
+them) is read here, with the built-in
 crawler's direct fetcher (its address guard and size limit included): sitemaps
 are small XML files and robots.txt smaller still, and both are meant for bots.
 Sitemap indexes are followed, at most ``MAX_SITEMAPS`` files per source. Every
@@ -20,7 +21,7 @@ from ingest.crawl.robots import origin_of
 from ingest.discovery import source_urls_push
 from ingest.recrawl import RecrawlPlan
 from kbsite.canonical import canonical_url
-from kbsite.sitemaps import Sitemap, SitemapError, robots_sitemaps, sitemap_parse
+from kbsite.sitemaps import Sitemap, SitemapError, origin_sitemaps, sitemap_parse
 from sources.models import Source
 from sources.scope import source_covers
 
@@ -88,14 +89,14 @@ def source_sitemaps_push(*, source: Source) -> tuple[SitemapSeeds, RecrawlPlan]:
 
 def _sitemaps_named(source: Source, fetcher: Fetcher, found: SitemapSeeds) -> list[str]:
     named = [source.sitemap_url] if source.sitemap_url else []
-    origins = dict.fromkeys(origin_of(seed) for seed in source.seeds)
-    for origin in origins:
+    for origin in dict.fromkeys(origin_of(seed) for seed in source.seeds):
         response = _get(fetcher, f"{origin}/robots.txt", found)
+        text = ""
         if response is not None and response.status == 200:
             text = response.body.decode("utf-8", "replace")
-            named += robots_sitemaps(text)
-    if not named:
-        named = [f"{origin}/sitemap.xml" for origin in origins]
+        named += origin_sitemaps(
+            origin, text, source_names_one=bool(source.sitemap_url)
+        )
     return list(dict.fromkeys(named))
 
 

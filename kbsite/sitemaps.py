@@ -66,6 +66,17 @@ def robots_sitemaps(robots_txt: str) -> list[str]:
     return list(dict.fromkeys(url for url in found if _is_http(url)))
 
 
+def origin_sitemaps(
+    origin: str, robots_txt: str, *, source_names_one: bool
+) -> list[str]:
+    """The sitemaps to read for a site's origin: those its robots.txt names, else
+    ``/sitemap.xml``, unless the source names a sitemap of its own."""
+    urls = robots_sitemaps(robots_txt)
+    if not urls and not source_names_one:
+        urls = [origin + "/sitemap.xml"]
+    return urls
+
+
 def parse_lastmod(text: str) -> datetime | None:
     """A W3C datetime (``2026-11-30``, ``2026-11-30T10:00:00+01:00``, ``…Z``) as an
     aware datetime, or None when it cannot be read."""

@@ -9,6 +9,7 @@ import pytest
 
 from kbsite.sitemaps import (
     SitemapError,
+    origin_sitemaps,
     parse_lastmod,
     robots_sitemaps,
     sitemap_parse,
@@ -93,3 +94,16 @@ def test_robots_txt_sitemap_lines_are_found_in_any_case():
 )
 def test_lastmod_values_are_read_as_aware_datetimes(text, expected):
     assert parse_lastmod(text) == expected
+
+
+def test_an_origin_reads_what_robots_txt_names_else_its_sitemap_xml():
+    origin = "https://docs.example.com"
+    named = "Sitemap: https://docs.example.com/a.xml\n"
+
+    assert origin_sitemaps(origin, named, source_names_one=False) == [
+        "https://docs.example.com/a.xml"
+    ]
+    assert origin_sitemaps(origin, "", source_names_one=False) == [
+        "https://docs.example.com/sitemap.xml"
+    ]
+    assert origin_sitemaps(origin, "", source_names_one=True) == []

@@ -9,7 +9,7 @@ from ingest.crawl import admission, results
 from ingest.crawl.admission import Found
 from ingest.crawl.context import Context, Reached, Stop
 from ingest.models import Crawl, CrawlUrl
-from kbsite.sitemaps import SitemapError, robots_sitemaps, sitemap_parse
+from kbsite.sitemaps import SitemapError, origin_sitemaps, sitemap_parse
 
 Result = CrawlUrl.Result
 
@@ -21,9 +21,9 @@ def sitemaps_discover(ctx: Context, origin: str) -> None:
         return
     ctx.origins_seen.add(origin)
     _, text = ctx.robots.for_origin(origin)
-    urls = robots_sitemaps(text)
-    if not urls and not ctx.crawl.source.sitemap_url:
-        urls = [origin + "/sitemap.xml"]
+    urls = origin_sitemaps(
+        origin, text, source_names_one=bool(ctx.crawl.source.sitemap_url)
+    )
     found = [Found(url, depth=0, kind=CrawlUrl.Kind.SITEMAP) for url in urls]
     admission.urls_admit(crawl=ctx.crawl, found=found, scope=ctx.scope)
 
