@@ -9,11 +9,16 @@ from kbsite.schedules import schedules_ensure
 
 
 def _ensure_schedules(sender: AppConfig, **kwargs: Any) -> None:
-    # A backstop: pushes are also sent as soon as they are queued.
     schedules_ensure(
         prefix="sources: ",
         schedules={
-            "sources: send queued pushes": ("sources.tasks.pushes_send_task", 1)
+            # A backstop: pushes are also sent as soon as they are queued.
+            "sources: send queued pushes": ("sources.tasks.pushes_send_task", 1),
+            # Each adaptive source is planned once its plan is a day old.
+            "sources: plan the day's checks": (
+                "sources.tasks.sources_schedule_replan_task",
+                60,
+            ),
         },
     )
 

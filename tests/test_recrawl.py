@@ -690,6 +690,16 @@ def test_the_hourly_schedule_plans_each_source_once_a_day(source):
     assert fixed.schedule_plan is None
 
 
+@pytest.mark.django_db
+def test_migrate_schedules_the_hourly_day_planning():
+    from django_q.models import Schedule
+
+    call_command("migrate", verbosity=0, stdout=StringIO())
+
+    job = Schedule.objects.get(name="sources: plan the day's checks")
+    assert (job.func, job.minutes) == ("sources.tasks.sources_schedule_replan_task", 60)
+
+
 def test_spending_is_read_from_each_pages_last_checks():
     now = timezone.now()
     since = now - timedelta(days=2)
