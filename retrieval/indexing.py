@@ -59,15 +59,15 @@ def embeddings_ensure(*, texts: dict[str, str], embedder: Embedder) -> EmbedRepo
     missing = sorted(embeddings_missing(space=embedder.space, hashes=set(texts)))
     tokens = requests = 0
     for batch in _batches(missing, texts, embedder):
-        inputs = [window for _, windows in batch for window in windows]
+        inputs = [window for _, windows, _ in batch for window in windows]
         vectors = iter(embedder.embed(inputs))
         rows = []
-        for text_hash, windows in batch:
-            for number, window in enumerate(windows):
+        for text_hash, _, counts in batch:
+            for number, count in enumerate(counts):
                 rows.append(
                     Embedding(space=embedder.space, text_hash=text_hash,
                               window=number, vector=next(vectors),
-                              token_count=count_tokens(window))
+                              token_count=count)
                 )  # fmt: skip
         # All windows of a text in one insert: a text is embedded whole or not at all.
         Embedding.objects.bulk_create(rows, ignore_conflicts=True)
@@ -85,20 +85,21 @@ def embeddings_ensure(*, texts: dict[str, str], embedder: Embedder) -> EmbedRepo
 
 def _batches(
     hashes: list[str], texts: dict[str, str], embedder: Embedder
-) -> Iterator[list[tuple[str, list[str]]]]:
-    """(hash, windows) in batches within the input and token limits of one request;
-    the windows of one text never straddle two requests."""
-    batch: list[tuple[str, list[str]]] = []
+) -> Iterator[list[tuple[str, list[str], list[int]]]]:
+    """(hash, windows, their token counts) in batches within the input and token
+    limits of one request; the windows of one text never straddle two requests."""
+    batch: list[tuple[str, list[str], list[int]]] = []
     inputs = size = 0
     for text_hash in hashes:
         windows = text_windows(embedder, texts[text_hash])
-        tokens = sum(count_tokens(window) for window in windows)
+        counts = [count_tokens(window) for window in windows]
+        tokens = sum(counts)
         if batch and (
             inputs + len(windows) > EMBED_BATCH or size + tokens > EMBED_BATCH_TOKENS
         ):
             yield batch
             batch, inputs, size = [], 0, 0
-        batch.append((text_hash, windows))
+        batch.append((text_hash, windows, counts))
         inputs += len(windows)
         size += tokens
     if batch:

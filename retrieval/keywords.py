@@ -165,7 +165,7 @@ def keyword_ranked(
     A term of one lexeme is held when its rank is positive; a phrase, when the
     document matches it (``ts_rank`` also counts its words apart).
     """
-    present = terms.terms
+    present = terms.terms  # bit i of ``matched`` is term i
     if not present:
         return []
     selecting = selecting_terms(terms)
@@ -202,7 +202,7 @@ def keyword_ranked(
     score, score_params = _score_sql(present)
     held = " + ".join(
         f"(CASE WHEN s.{'m' if t.lexemes > 1 else 'r'}{i} > 0 "
-        f"THEN {1 << terms.terms.index(t)} ELSE 0 END)"
+        f"THEN {1 << i} ELSE 0 END)"
         for i, t in enumerate(present)
     )
     sql = (

@@ -66,10 +66,6 @@ class SearchResult:
     evidence: Evidence
     chunk_ids: list[int] = field(default_factory=list)
 
-    @property
-    def best_similarity(self) -> float:
-        return self.evidence.similarity
-
 
 @dataclass(frozen=True)
 class SearchFilters:

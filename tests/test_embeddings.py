@@ -135,9 +135,12 @@ def test_batches_respect_the_input_and_token_limits(monkeypatch):
 
     batches = list(indexing._batches(sorted(texts), texts, embedder))
 
-    assert [h for batch in batches for h, _ in batch] == sorted(texts)
+    assert [h for batch in batches for h, _, _ in batch] == sorted(texts)
     for batch in batches:
-        tokens = sum(count_tokens(w) for _, windows in batch for w in windows)
+        tokens = sum(count_tokens(w) for _, windows, _ in batch for w in windows)
+        assert all(
+            counts == [count_tokens(w) for w in windows] for _, windows, counts in batch
+        ), "each window's tokens counted once, kept for its row"
         assert len(batch) <= 3
         assert tokens <= 10 or len(batch) == 1, "an oversized text goes alone"
 
@@ -152,9 +155,9 @@ def test_the_windows_of_one_text_share_a_request(monkeypatch):
 
     batches = list(indexing._batches(sorted(texts), texts, embedder))
 
-    windows = {h: len(w) for batch in batches for h, w in batch}
+    windows = {h: len(w) for batch in batches for h, w, _ in batch}
     assert windows["b"] > 2
-    assert [[h for h, _ in batch] for batch in batches] == [["a"], ["b"], ["c"]]
+    assert [[h for h, _, _ in batch] for batch in batches] == [["a"], ["b"], ["c"]]
 
 
 def test_a_text_the_model_reads_whole_is_one_window():
