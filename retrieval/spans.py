@@ -13,7 +13,16 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from kbsite.text import FENCE, HEADING, STOPWORDS, WORD, clean_inline, fenced, sentences
+from kbsite.text import (
+    FENCE,
+    HEADING,
+    clean_inline,
+    content_words,
+    fenced,
+    sentences,
+)
+from retrieval.packing import LIST_ITEM, TABLE_ROW
+from retrieval.sections import split_blocks
 
 # Text kept after a span, for the excerpt that shows it in context.
 AFTER_CHARS = 600
@@ -21,8 +30,6 @@ AFTER_CHARS = 600
 ATTACHED_LINES = 20
 # A description quoted with its term is cut after this many characters.
 DESCRIPTION_CHARS = 600
-TABLE_ROW = re.compile(r"^\s*\|")
-LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s")
 # A line that names something rather than saying something: short, no sentence end.
 TERM = re.compile(r"^[^\n]{1,120}$")
 SENTENCE_STOP = (".", "!", "?", ":", ";", ",")
@@ -61,7 +68,7 @@ class Span:
 
 def stems(text: str) -> set[str]:
     """Content words, crudely stemmed: "indexes", "indexing" and "index" meet."""
-    return {_stem(w) for w in WORD.findall(text.lower()) if w not in STOPWORDS}
+    return {_stem(w) for w in content_words(text)}
 
 
 @lru_cache(maxsize=65536)
@@ -74,16 +81,7 @@ def _stem(word: str) -> str:
 
 def blocks(markdown: str) -> list[Block]:
     """Blank-line separated blocks, each with its kind; a fenced block is one."""
-    found: list[Block] = []
-    current: list[str] = []
-    for line, code in [*fenced(markdown.split("\n")), ("", False)]:
-        if code or line.strip():
-            current.append(line)
-            continue
-        if current:
-            found.append(_block("\n".join(current)))
-            current = []
-    return _mark_terms(found)
+    return _mark_terms([_block(text) for text in split_blocks(markdown.split("\n"))])
 
 
 def _block(text: str) -> Block:
