@@ -7,8 +7,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from django.conf import settings
-
+from retrieval import spaces
 from retrieval.evidence import Evidence
 from retrieval.questions import citations_of, question_answer
 from retrieval.search import SearchMode, chunks_search
@@ -136,8 +135,5 @@ def floor_suggest(outcomes: list[Outcome]) -> tuple[float, float]:
 
 
 def floor_in_force() -> float | None:
-    """RELEVANCE_FLOOR if set, else the serving space's learned floor."""
-    if settings.RELEVANCE_FLOOR is not None:
-        return settings.RELEVANCE_FLOOR
-    space = space_serving()
-    return space.floor if space is not None else None
+    """The floor in force for the serving space."""
+    return spaces.floor_in_force(space_serving())

@@ -201,8 +201,7 @@ def keyword_ranked(
     inner_sql, inner_params = inner.query.sql_with_params()
     score, score_params = _score_sql(present)
     held = " + ".join(
-        f"(CASE WHEN s.{'m' if t.lexemes > 1 else 'r'}{i} > 0 "
-        f"THEN {1 << i} ELSE 0 END)"
+        f"(CASE WHEN s.{'m' if t.lexemes > 1 else 'r'}{i} > 0 THEN {1 << i} ELSE 0 END)"
         for i, t in enumerate(present)
     )
     sql = (

@@ -20,8 +20,8 @@ from django.utils import timezone
 from retrieval.embedder import Embedder
 from retrieval.evidence import Evidence, evidence_weigh
 from retrieval.keywords import KEYWORD_HITS, QueryTerms, keyword_ranked, query_terms
-from retrieval.models import Caller, Chunk, Embedding
-from retrieval.spaces import serving
+from retrieval.models import Caller, Chunk, Embedding, EmbeddingSpace
+from retrieval.spaces import floor_in_force, serving
 
 # Reciprocal rank fusion: each list adds weight / (RRF_K + rank). The constant and
 # the weights were tuned on the PostgreSQL manual's golden set and checked on the
@@ -89,12 +89,11 @@ def chunks_search(
     """The ``k`` best chunks for ``query``: by vectors, keywords or both fused."""
     per_page = per_page or settings.SEARCH_CHUNKS_PER_PAGE
     candidates = _candidates(user, filters)
-    floor: float | None = None
+    space: EmbeddingSpace | None = None
     vector_hits: list[Hit] = []
     if mode != SearchMode.KEYWORD:
         served, space = serving()
         embedder = embedder or served
-        floor = space.floor if space is not None else None
         vector_hits = _vector_hits(query, candidates, embedder)
     terms = query_terms(query)
     keyword_hits = (
@@ -104,7 +103,7 @@ def chunks_search(
     )
     evidence = evidence_weigh(
         similarity=max((h.similarity or 0.0 for h in vector_hits), default=0.0),
-        floor=floor if settings.RELEVANCE_FLOOR is None else settings.RELEVANCE_FLOOR,
+        floor=floor_in_force(space),
         terms=terms,
         matched=[h.matched for h in keyword_hits],
         keywords=mode != SearchMode.VECTOR,

@@ -95,6 +95,13 @@ def embedder_register(embedder: Embedder) -> EmbeddingSpace:
     return space_register(name=embedder.space, dimensions=embedder.dimensions)
 
 
+def floor_in_force(space: EmbeddingSpace | None) -> float | None:
+    """RELEVANCE_FLOOR if set, else the floor the space learned (None: none)."""
+    if settings.RELEVANCE_FLOOR is not None:
+        return settings.RELEVANCE_FLOOR
+    return space.floor if space is not None else None
+
+
 def space_serving() -> EmbeddingSpace | None:
     return EmbeddingSpace.objects.filter(state=EmbeddingSpace.State.SERVING).first()
 
