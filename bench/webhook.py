@@ -136,9 +136,11 @@ def measure(
 
 def report(label: str, run: Run, args: argparse.Namespace, mean_body: float) -> None:
     count = len(run.latencies)
+    # A server given with --url runs however many workers it runs.
+    by = "" if args.url else f" by {args.web_workers} gunicorn workers"
     print(
-        f"{label}: {count} deliveries acknowledged ({len(run.errors)} errors) by "
-        f"{args.web_workers} gunicorn workers from {args.senders} senders in "
+        f"{label}: {count} deliveries acknowledged ({len(run.errors)} errors)"
+        f"{by} from {args.senders} senders in "
         f"{run.seconds:.1f} s: {count / run.seconds:.0f} deliveries/s; latency "
         f"p50 {run.p(0.50):.1f} ms, p99 {run.p(0.99):.1f} ms, "
         f"max {max(run.latencies) * 1000:.1f} ms, "

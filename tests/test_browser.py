@@ -18,7 +18,6 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 
 from ingest.models import Delivery
-from ingest.process import delivery_process
 from retrieval.models import QueryLog
 from sources.models import Page
 from tests.admin_world import PASSWORD, editor_create
@@ -27,7 +26,6 @@ from tests.world import (
     harbor_load,
     harbor_url,
     ingest_markdown,
-    receive_delivery,
 )
 
 UPGRADE = """# Upgrading Harbor
@@ -138,9 +136,9 @@ def test_an_editor_reads_a_pages_diff_and_the_dashboard(browser, live_server):
     queues = harbor_url("queues")
     text = (FIXTURES / "corpus" / "queues.md").read_text()
     edited = text.replace("starts it again.", "starts it again; jobs keep their place.")
-    receive_and_run(queues, edited)
+    ingest_markdown(queues, edited)
     for name in ["install", "retries", "security"]:  # crawled again, unchanged
-        receive_and_run(
+        ingest_markdown(
             harbor_url(name), (FIXTURES / "corpus" / f"{name}.md").read_text()
         )
     spread_over_days(Delivery.objects.order_by("pk"))
@@ -181,11 +179,6 @@ def test_an_editor_reads_a_pages_diff_and_the_dashboard(browser, live_server):
     columns = browser.find_elements(By.CSS_SELECTOR, "#result_list thead th")
     full_page_screenshot(browser, SCREENSHOTS / "pages.png")
     assert len(columns) <= 8  # the selection box and at most 7 columns
-
-
-def receive_and_run(url: str, body: str) -> None:
-    delivery = receive_delivery(url, body, content_type="text/markdown")
-    delivery_process(delivery_id=delivery.pk)
 
 
 def spread_over_days(deliveries) -> None:
