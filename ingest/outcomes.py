@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from django.db import transaction
 
+from ingest import similarity
 from ingest.content import Content
 from ingest.finish import Retry, Skip, delivery_finish, page_lock_for
 from ingest.models import Delivery
@@ -56,6 +57,7 @@ def apply_content(
     if page.is_live and page.content_hash == content.digest:
         return _apply_unchanged(delivery, page, pushed, content)
     drafts, report = content_embed(content=content, page=page, delivery=delivery)
+    sig = similarity.signature(content.markdown)
     with transaction.atomic():
         locked = page_lock_for(delivery, page)
         if locked is None:
@@ -80,7 +82,7 @@ def apply_content(
             digest=content.digest,
         )
         _validators_keep(delivery, locked)
-        page_similarity_record(page=locked)
+        page_similarity_record(page=locked, sig=sig)
         locked.save()
         delivery.version = PageVersion.objects.create(
             page=locked,

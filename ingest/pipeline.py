@@ -78,11 +78,12 @@ def page_lock(page: Page) -> Page:
     return pages.select_related("source").get(pk=page.pk)
 
 
-def page_similarity_record(*, page: Page) -> None:
-    """Sign the page's Markdown (MinHash) and flag the most similar live page of the
-    same source at or above the near-duplicate threshold. Both stay indexed: an
-    editor decides. Call inside the transaction that saves the page."""
-    sig = similarity.signature(page.markdown)
+def page_similarity_record(*, page: Page, sig: bytes) -> None:
+    """Keep the signature of the page's new Markdown (``similarity.signature``,
+    made before the page is locked: it is the costly part) and flag the most
+    similar live page of the same source at or above the near-duplicate
+    threshold. Both stay indexed: an editor decides. Call inside the transaction
+    that saves the page."""
     page.minhash = sig
     page.minhash_bands = similarity.bands(sig)
     candidates = Page.objects.filter(

@@ -15,7 +15,7 @@ from django.db.models import F, QuerySet, Value
 from django.db.models.functions import Concat
 from django_q.tasks import async_task
 
-from ingest import wire
+from ingest import similarity, wire
 from ingest.content import Content, EmptyContent
 from ingest.extract import EXTRACTOR_VERSION
 from ingest.models import Delivery
@@ -90,13 +90,14 @@ def page_rederive_counted(*, page: Page) -> int | None:
             Page.objects.filter(pk=page.pk).update(extractor_version=EXTRACTOR_VERSION)
         return None
     drafts, report = content_embed(content=content, page=page)
+    sig = similarity.signature(content.markdown)
     with transaction.atomic():
         locked = page_lock(page)
         if locked.last_crawled_at != seen or not locked.is_live:
             return None
         page_chunks_replace(page=locked, drafts=drafts)
         page_reread(page=locked, content=content)
-        page_similarity_record(page=locked)
+        page_similarity_record(page=locked, sig=sig)
         locked.save()
     return report.tokens
 
