@@ -153,13 +153,10 @@ def _apply_duplicate(
         if original is None:  # it changed meanwhile: this is new content after all
             raise Retry("the original page changed while this delivery was read")
         if locked.status != Page.Status.DUPLICATE:
-            page_chunks_replace(page=locked, drafts=[])
-            page_shapes_record(page=locked, shapes={})
-            delivery.version = PageVersion.objects.create(
-                page=locked,
-                kind=PageVersion.Kind.DUPLICATE,
+            _page_unindex(
+                delivery, locked, PageVersion.Kind.DUPLICATE,
                 content_hash=content.digest,
-            )
+            )  # fmt: skip
         locked.title = content.title[:500]
         locked.mark_duplicate(
             of=original,
@@ -172,6 +169,16 @@ def _apply_duplicate(
         return delivery_finish(
             delivery, locked, Outcome.DUPLICATE, f"same content as {original}"
         )
+
+
+def _page_unindex(
+    delivery: Delivery, page: Page, kind: PageVersion.Kind, **version: object
+) -> None:
+    """The page leaves the index (its chunks and line shapes), and the delivery
+    records the version that says why."""
+    page_chunks_replace(page=page, drafts=[])
+    page_shapes_record(page=page, shapes={})
+    delivery.version = PageVersion.objects.create(page=page, kind=kind, **version)
 
 
 def _validators_keep(delivery: Delivery, page: Page) -> None:
@@ -188,13 +195,10 @@ def apply_gone(delivery: Delivery, page: Page) -> Outcome:
         if locked is None:
             return Outcome.SKIPPED
         if locked.status != Page.Status.GONE:
-            page_chunks_replace(page=locked, drafts=[])
-            page_shapes_record(page=locked, shapes={})
-            delivery.version = PageVersion.objects.create(
-                page=locked,
-                kind=PageVersion.Kind.DELETED,
+            _page_unindex(
+                delivery, locked, PageVersion.Kind.DELETED,
                 recorded_at=delivery.received_at,
-            )
+            )  # fmt: skip
         locked.mark_gone(
             at=delivery.received_at,
             crawled_at=delivery.crawled_at,
