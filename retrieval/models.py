@@ -3,8 +3,6 @@ from __future__ import annotations
 from datetime import datetime
 
 from django.conf import settings
-from django.contrib.auth.base_user import AbstractBaseUser
-from django.contrib.auth.models import AnonymousUser, Group
 from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVector, SearchVectorField
@@ -13,7 +11,7 @@ from django.db.models import F, Func, Q, Value
 from django.db.models.functions import Cast
 from pgvector.django import CosineDistance, VectorField
 
-from sources.models import Page, Source
+from sources.models import Caller, Page, Source, sees_every_source
 
 # Markdown link targets and titles carry no words of the text: "[VACUUM](sql-
 # vacuum.html "VACUUM")" is indexed as "[VACUUM]". (PostgreSQL's regex dialect.)
@@ -42,7 +40,6 @@ CHUNK_SEARCH_VECTOR = (
 
 # Who is asking: a user or an anonymous visitor from a request, or None for the
 # system itself (management commands), which sees everything.
-Caller = AbstractBaseUser | AnonymousUser | None
 
 
 class ChunkQuerySet(models.QuerySet["Chunk"]):
@@ -50,13 +47,10 @@ class ChunkQuerySet(models.QuerySet["Chunk"]):
         return self.filter(page__status=Page.Status.LIVE)
 
     def visible_to(self, user: Caller) -> ChunkQuerySet:
-        """Chunks of sources open to everyone or to one of the user's groups."""
-        if user is None or getattr(user, "is_superuser", False):
+        """Chunks of the sources the user may see (``Source.objects.visible_to``)."""
+        if sees_every_source(user):
             return self
-        groups = Group.objects.filter(user__pk=user.pk) if user.is_authenticated else []
-        sources = Source.objects.filter(
-            Q(allowed_groups=None) | Q(allowed_groups__in=groups)
-        )
+        sources = Source.objects.visible_to(user)
         return self.filter(page__source__in=sources.values("pk"))
 
 

@@ -9,7 +9,6 @@ import time
 from dataclasses import dataclass, replace
 from functools import reduce
 
-from django.contrib.auth.models import Group
 from django.db.models import Q
 from django.utils import timezone
 
@@ -213,10 +212,4 @@ def query_feedback_record(*, log_id: int, user: Caller, helpful: bool) -> bool:
 
 def sources_for(user: Caller) -> list[Source]:
     """The sources this user may search, by name (for the Ask page's filter)."""
-    sources = Source.objects.order_by("name")
-    if user is None or getattr(user, "is_superuser", False):
-        return list(sources)
-    groups = Group.objects.filter(user__pk=user.pk) if user.is_authenticated else []
-    return list(
-        sources.filter(Q(allowed_groups=None) | Q(allowed_groups__in=groups)).distinct()
-    )
+    return list(Source.objects.visible_to(user).distinct().order_by("name"))

@@ -3,7 +3,8 @@ from __future__ import annotations
 import re
 from datetime import datetime, timedelta
 
-from django.contrib.auth.models import Group
+from django.contrib.auth.base_user import AbstractBaseUser
+from django.contrib.auth.models import AnonymousUser, Group
 from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
 from django.core.exceptions import ValidationError
@@ -18,6 +19,24 @@ from sources.change_rate import CHECKS_KEPT
 # First wait after a failed crawl; it doubles with each further failure.
 FAILURE_RETRY = timedelta(minutes=15)
 HOUR = timedelta(hours=1)
+
+
+Caller = AbstractBaseUser | AnonymousUser | None
+
+
+def sees_every_source(user: Caller) -> bool:
+    """No user (the system itself) and superusers see every source."""
+    return user is None or getattr(user, "is_superuser", False)
+
+
+class SourceQuerySet(models.QuerySet["Source"]):
+    def visible_to(self, user: Caller) -> SourceQuerySet:
+        """Sources open to everyone or to one of the user's groups."""
+        if sees_every_source(user):
+            return self
+        assert user is not None
+        groups = Group.objects.filter(user__pk=user.pk) if user.is_authenticated else []
+        return self.filter(Q(allowed_groups=None) | Q(allowed_groups__in=groups))
 
 
 class Source(models.Model):
@@ -146,6 +165,8 @@ class Source(models.Model):
     )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+
+    objects = SourceQuerySet.as_manager()
 
     class Meta:
         ordering = ["name"]
