@@ -8,9 +8,11 @@ import re
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import connection, connections, transaction
 from django.utils import timezone
 from django_q.brokers import get_broker
+from django_q.brokers.orm import ORM
+from django_q.conf import Conf
 from django_q.models import OrmQ, Schedule
 from django_q.tasks import async_task, schedule
 
@@ -76,8 +78,29 @@ def delivery_receive(
     return existing.get(), False
 
 
+class _RowBroker(ORM):
+    """django-q2's ORM broker, writing a job's row with one INSERT instead of a
+    model save. A delivery's job is queued for every webhook call, inside its
+    transaction, and the model's save machinery was a fifth of the web workers' CPU
+    time under load; the row written is the same."""
+
+    def enqueue(self, task) -> int:
+        with connections[Conf.ORM].cursor() as cursor:
+            cursor.execute(
+                f"INSERT INTO {OrmQ._meta.db_table} (key, payload, lock) "
+                "VALUES (%s, %s, %s) RETURNING id",
+                [self.list_key, task, timezone.now()],
+            )
+            return cursor.fetchone()[0]
+
+
 def delivery_enqueue(*, delivery_id: int, rid: str) -> None:
-    async_task(TASK, delivery_id, task_name=f"delivery {delivery_id} ({rid})")
+    async_task(
+        TASK,
+        delivery_id,
+        task_name=f"delivery {delivery_id} ({rid})",
+        broker=_RowBroker(),
+    )
 
 
 def delivery_requeue(*, delivery: Delivery) -> bool:

@@ -18,8 +18,10 @@ from django.http import Http404, UnreadablePostError
 from drf_spectacular.utils import extend_schema
 from rest_framework import exceptions, status
 from rest_framework.authentication import BaseAuthentication
+from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.parsers import BaseParser
 from rest_framework.permissions import BasePermission
+from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -82,6 +84,17 @@ class RawBodyParser(BaseParser):
         return data
 
 
+class JSONOnly(BaseContentNegotiation):
+    """The webhook answers JSON whatever the sender accepts: Crawlbase reads only
+    the status, and parsing an Accept header on every delivery costs time."""
+
+    def select_parser(self, request, parsers):
+        return parsers[0]
+
+    def select_renderer(self, request, renderers, format_suffix=None):
+        return renderers[0], renderers[0].media_type
+
+
 def _headers(request) -> dict[str, str]:
     """Request headers with lower-case, hyphenated names."""
     headers = {key.lower(): value for key, value in request.headers.items()}
@@ -93,6 +106,8 @@ class CrawlbaseWebhookView(APIView):
     authentication_classes = [WebhookTokenAuthentication]
     permission_classes = [HasWebhookToken]
     parser_classes = [RawBodyParser]
+    renderer_classes = [JSONRenderer]
+    content_negotiation_class = JSONOnly
     throttle_classes: list = []
 
     @extend_schema(

@@ -37,7 +37,7 @@ CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
 PORT = env_int("PORT", 8000, minimum=1, maximum=65535)
 WEB_CONCURRENCY = env_int("WEB_CONCURRENCY", os.cpu_count() or 2, minimum=1)
 # Threads per gunicorn worker: a slow client holds one thread, not a whole worker.
-WEB_THREADS = env_int("WEB_THREADS", 8, minimum=1)
+WEB_THREADS = env_int("WEB_THREADS", 4, minimum=1)
 # Seconds from a request's headers to the end of its body; a client slower than
 # that gets 408 and its thread is free again.
 WEB_BODY_TIMEOUT = env_int("WEB_BODY_TIMEOUT", 30, minimum=1)

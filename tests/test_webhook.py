@@ -9,7 +9,9 @@ from unittest import mock
 
 from django.db import InterfaceError, OperationalError, connection
 from django.test import override_settings
+from django_q.brokers import get_broker
 from django_q.models import OrmQ
+from django_q.signing import SignedPackage
 
 from ingest.models import Delivery
 from ingest.process import delivery_process
@@ -51,6 +53,25 @@ class WebhookTests(IngestWorld):
         assert delivery.state == Delivery.State.QUEUED
         assert gzip.decompress(bytes(delivery.body)) == INSTALL.encode()
         assert OrmQ.objects.count() == 1
+
+    def test_the_job_row_is_one_the_queue_hands_to_a_worker(self):
+        self.post()
+
+        # django-q2's own broker takes the job, as the cluster does.
+        [(ack_id, package)] = get_broker().dequeue()
+        task = SignedPackage.loads(package)
+        delivery = Delivery.objects.get()
+        assert task["func"] == "ingest.tasks.delivery_process_task"
+        assert task["args"] == (delivery.pk,)
+        assert task["name"] == f"delivery {delivery.pk} (r-1)"
+        assert OrmQ.objects.get().pk == ack_id
+
+    def test_the_answer_is_json_whatever_the_client_accepts(self):
+        response = self.post(HTTP_ACCEPT="text/html")
+
+        assert response.status_code == 200
+        assert response["Content-Type"] == "application/json"
+        assert response.json()["status"] == "queued"
 
     def test_it_acknowledges_and_ignores_a_redelivered_rid(self):
         self.post()
