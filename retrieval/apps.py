@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from django.apps import AppConfig
+from django.db.backends.signals import connection_created
 from django.db.models.signals import post_migrate
 
 SCHEDULE = "retrieval: refresh index statistics"
@@ -52,4 +53,7 @@ class RetrievalConfig(AppConfig):
     verbose_name = "Search index"
 
     def ready(self) -> None:
+        from retrieval.search import search_breadth_set
+
         post_migrate.connect(_ensure_active_index, sender=self)
+        connection_created.connect(search_breadth_set)

@@ -13,7 +13,6 @@ from datetime import timedelta
 from enum import StrEnum
 
 from django.conf import settings
-from django.db import connection, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
@@ -168,16 +167,21 @@ def nearest_similarities(embedder: Embedder, vector: list[float]) -> dict[str, f
     (a text with several windows counts by its nearest), through its HNSW index.
 
     pgvector 0.6 filters after the index scan, which returns at most
-    ``hnsw.ef_search`` rows, so that setting is kept above the number fetched.
+    ``hnsw.ef_search`` rows, so each connection keeps that setting above the number
+    fetched (see :func:`search_breadth_set`).
     """
-    with transaction.atomic():
-        with connection.cursor() as cursor:
-            cursor.execute("SET LOCAL hnsw.ef_search = %s", [HNSW_EF_SEARCH])
-        nearest = list(nearest_texts(embedder, vector))
     similarity: dict[str, float] = {}
-    for text_hash, distance in nearest:
+    for text_hash, distance in nearest_texts(embedder, vector):
         similarity.setdefault(text_hash, 1.0 - distance)
     return similarity
+
+
+def search_breadth_set(sender, connection, **kwargs) -> None:
+    """``hnsw.ef_search`` for the whole session, set once when Django opens a
+    connection rather than in a transaction around every search."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(f"SET hnsw.ef_search = {int(HNSW_EF_SEARCH)}")
 
 
 def nearest_texts(embedder: Embedder, vector: list[float]) -> QuerySet:

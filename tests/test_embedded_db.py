@@ -6,12 +6,13 @@ import subprocess
 import sys
 import textwrap
 
+import psycopg
 import pytest
 from django.db import OperationalError, connection
 
 from kbsite.pgembedded.base import DatabaseWrapper
 from kbsite.pgembedded.programs import ServerError
-from kbsite.pgembedded.server import EmbeddedPostgres
+from kbsite.pgembedded.server import SHARED_BUFFERS_MB, EmbeddedPostgres
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.slow
@@ -169,3 +170,24 @@ def test_a_niced_process_gets_its_database_session_niced_alike(niceness):
 
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == str(niceness)
+
+
+def test_the_server_gets_shared_buffers_sized_to_the_machine(server_tmp_path):
+    """PostgreSQL's 128 MB would not hold the HNSW index of 100,000 chunks."""
+    root = server_tmp_path / "var"
+    holder = start_long_holder(root, "CREATE TABLE notes (body text)")
+    try:
+        info = EmbeddedPostgres.at(root).running()
+        assert info is not None
+        with psycopg.connect(
+            host=str(info.socket_dir), port=info.port, user="postgres", dbname="kb"
+        ) as conn:
+            setting = conn.execute(
+                "SELECT setting::bigint * 8 / 1024 FROM pg_settings "
+                "WHERE name = 'shared_buffers'"
+            ).fetchone()[0]
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=60)
+    assert setting == SHARED_BUFFERS_MB
+    assert 128 <= SHARED_BUFFERS_MB <= 1024
