@@ -25,7 +25,7 @@ from retrieval.search import (
 )
 from sources.models import Page, Source
 from tests.fakes.openai_api import FakeOpenAI
-from tests.world import FIXTURES, HarborWorld, harbor_url
+from tests.world import FIXTURES, HarborWorld, harbor_url, ingest_markdown
 
 
 def urls(citations) -> list[str]:
@@ -331,3 +331,24 @@ class SessionSettingsTests(HarborWorld):
         assert log.text == "HB-4042"
         assert log.kind == QueryLog.Kind.SEARCH
         assert log.chunk_ids
+
+
+class RareTermTests(HarborWorld):
+    def test_a_rare_word_in_a_long_chunk_outranks_a_common_one_in_short_chunks(self):
+        filler = " ".join(
+            f"Record {n} of the storage layer is kept on disk." for n in range(60)
+        )
+        ingest_markdown(
+            harbor_url("storage"),
+            f"# Storage\n\n{filler} The zyxwal marker ends it.\n",
+        )
+        reader = User.objects.create_user("rare", password="a long password 1")
+
+        result = chunks_search(query="zyxwal queue", user=reader, k=3,
+                               mode=SearchMode.KEYWORD)  # fmt: skip
+
+        # "queue" is on many short Harbor pages, "zyxwal" once in a long chunk:
+        # holding the rarer word counts for more, whatever the chunk's length.
+        first = result.hits[0].chunk
+        assert first.page.url == harbor_url("storage")
+        assert "zyxwal" in first.text
