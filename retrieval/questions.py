@@ -190,20 +190,16 @@ def _log(
     with transaction.atomic():
         with connection.cursor() as cursor:
             cursor.execute("SET LOCAL synchronous_commit = off")
-        return _log_row(kind, text, user, result, started, answer)
-
-
-def _log_row(kind, text, user, result, started, answer) -> int:
-    return QueryLog.objects.create(
-        kind=kind,
-        text=text[:5000],
-        answer=answer,
-        user_id=user.pk if user is not None and user.is_authenticated else None,
-        chunk_ids=result.chunk_ids,
-        scores=[round(h.score, 6) for h in result.hits],
-        abstained=result.abstained,
-        latency_ms=round((time.perf_counter() - started) * 1000),
-    ).pk
+        return QueryLog.objects.create(
+            kind=kind,
+            text=text[:5000],
+            answer=answer,
+            user_id=user.pk if user is not None and user.is_authenticated else None,
+            chunk_ids=result.chunk_ids,
+            scores=[round(h.score, 6) for h in result.hits],
+            abstained=result.abstained,
+            latency_ms=round((time.perf_counter() - started) * 1000),
+        ).pk
 
 
 def query_feedback_record(*, log_id: int, user: Caller, helpful: bool) -> bool:

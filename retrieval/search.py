@@ -179,9 +179,8 @@ def nearest_similarities(embedder: Embedder, vector: list[float]) -> dict[str, f
 def search_breadth_set(sender, connection, **kwargs) -> None:
     """``hnsw.ef_search`` for the whole session, set once when Django opens a
     connection rather than in a transaction around every search."""
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute(f"SET hnsw.ef_search = {int(HNSW_EF_SEARCH)}")
+    with connection.cursor() as cursor:
+        cursor.execute(f"SET hnsw.ef_search = {int(HNSW_EF_SEARCH)}")
 
 
 def nearest_texts(embedder: Embedder, vector: list[float]) -> QuerySet:
