@@ -1,11 +1,12 @@
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import connection, transaction
 from django.test import TestCase
 
 from retrieval.embeddings import get_embedder
 from retrieval.models import Chunk, Embedding
-from retrieval.search import nearest_texts
+from retrieval.search import HNSW_EF_SEARCH, nearest_texts
 from retrieval.spaces import embedding_index_ensure, embedding_index_name
 from sources.models import Page, Source
 
@@ -23,6 +24,15 @@ def index_definition(name: str) -> str:
 
 
 class SchemaTests(TestCase):
+    def test_every_connection_searches_the_hnsw_index_with_the_breadth_set(self):
+        assert fetch("SHOW hnsw.ef_search") == [(str(HNSW_EF_SEARCH),)]
+
+    def test_the_throttle_cache_table_is_unlogged(self):
+        table = settings.CACHES["default"]["LOCATION"]
+        rows = fetch("SELECT relpersistence FROM pg_class WHERE relname = %s", [table])
+
+        assert rows == [("u",)]
+
     def test_the_vector_extension_is_installed(self):
         rows = fetch("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
 

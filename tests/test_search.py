@@ -7,7 +7,7 @@ from io import StringIO
 from pathlib import Path
 from tempfile import TemporaryDirectory
 
-from django.conf import settings
+import pytest
 from django.contrib.auth.models import Group, User
 from django.core.management import call_command
 from django.core.management.base import CommandError
@@ -17,12 +17,7 @@ from django.test import override_settings
 from retrieval.answer import NO_EVIDENCE
 from retrieval.models import QueryLog
 from retrieval.questions import question_answer, search_run
-from retrieval.search import (
-    HNSW_EF_SEARCH,
-    SearchFilters,
-    SearchMode,
-    chunks_search,
-)
+from retrieval.search import SearchFilters, SearchMode, chunks_search
 from sources.models import Page, Source
 from tests.fakes.openai_api import FakeOpenAI
 from tests.world import FIXTURES, HarborWorld, harbor_url, ingest_markdown
@@ -309,28 +304,16 @@ class NeighbourContextTests(HarborWorld):
         assert last == chunks[-1].text, "nothing follows"
 
 
-class SessionSettingsTests(HarborWorld):
-    def test_every_connection_searches_the_hnsw_index_with_the_breadth_set(self):
-        with connection.cursor() as cursor:
-            cursor.execute("SHOW hnsw.ef_search")
-            assert int(cursor.fetchone()[0]) == HNSW_EF_SEARCH
+@pytest.mark.django_db(transaction=True)
+def test_only_the_query_logs_own_commit_skips_waiting_for_the_disk():
+    reader = User.objects.create_user("logger", password="a long password 1")
+    search_run(query="HB-4042", user=reader, k=3)
 
-    def test_the_throttle_cache_table_is_unlogged(self):
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT relpersistence FROM pg_class WHERE oid = to_regclass(%s)",
-                [settings.CACHES["default"]["LOCATION"]],
-            )
-            assert cursor.fetchone() == ("u",)
-
-    def test_a_question_is_logged_whole_after_its_own_commit(self):
-        reader = User.objects.create_user("logger", password="a long password 1")
-        search_run(query="HB-4042", user=reader, k=3)
-
-        log = QueryLog.objects.get(user=reader)
-        assert log.text == "HB-4042"
-        assert log.kind == QueryLog.Kind.SEARCH
-        assert log.chunk_ids
+    log = QueryLog.objects.get(user=reader)
+    assert (log.kind, log.text) == (QueryLog.Kind.SEARCH, "HB-4042")
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW synchronous_commit")
+        assert cursor.fetchone() == ("on",), "the session's commits stay durable"
 
 
 class RareTermTests(HarborWorld):
