@@ -7,7 +7,7 @@ import re
 import html_to_markdown
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
-from kbsite.text import heading_id
+from kbsite.text import ANCHOR_ID, heading_id
 
 # Where documentation sites put their content, most specific first.
 DEFAULT_SELECTORS = ["main", "[role=main]", "article", "#content", ".document", "body"]
@@ -38,7 +38,6 @@ LOCAL_TOC = ", ".join(f".{name}" for name in sorted(TOC_CLASSES))
 # A heading whose section element is this many levels up still owns its id
 # (DocBook: div.sect2[id] > div.titlepage > div > div > h3).
 ANCHOR_DEPTH = 4
-ANCHOR_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,200}$")
 
 
 def html_to_page(html: str, *, selector: str = "") -> tuple[str, str]:

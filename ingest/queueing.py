@@ -125,8 +125,13 @@ def error_summary(exc: BaseException) -> str:
     line = _elide_values(lines[0])
     if len(line) > ERROR_CHARS:
         line = line[: ERROR_CHARS - 1] + "…"
-    name = f"{type(exc).__module__}.{type(exc).__qualname__}"
+    name = error_name(exc)
     return f"{name}: {line}" if line else name
+
+
+def error_name(exc: BaseException) -> str:
+    """The error's type, by module and name: safe to log, it quotes nothing."""
+    return f"{type(exc).__module__}.{type(exc).__qualname__}"
 
 
 def _elide_values(line: str) -> str:

@@ -27,7 +27,7 @@ from rest_framework.views import APIView
 
 from ingest import wire
 from ingest.headers import parse_delivery
-from ingest.queueing import delivery_receive
+from ingest.queueing import delivery_receive, error_name
 
 logger = logging.getLogger(__name__)
 
@@ -147,7 +147,7 @@ class CrawlbaseWebhookView(APIView):
         quote page text."""
         if isinstance(exc, InterfaceError | OperationalError):
             # The database is down or restarting: the delivery was not stored.
-            logger.warning("webhook could not reach the database: %s", _name(exc))
+            logger.warning("webhook could not reach the database: %s", error_name(exc))
             return Response(
                 {
                     "error": "database_unavailable",
@@ -163,14 +163,10 @@ class CrawlbaseWebhookView(APIView):
             return super().handle_exception(exc)  # a 4xx, by the API's handler
         logger.error(
             "webhook failed: %s\n%s",
-            _name(exc),
+            error_name(exc),
             "".join(traceback.format_tb(exc.__traceback__)).rstrip(),
         )
         return Response(
             {"error": "internal_error", "detail": "The delivery was not stored."},
             status=status.HTTP_500_INTERNAL_SERVER_ERROR,
         )
-
-
-def _name(exc: BaseException) -> str:
-    return f"{type(exc).__module__}.{type(exc).__qualname__}"

@@ -21,8 +21,11 @@ import tiktoken
 
 FENCE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
 HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t]*#*[ \t]*$")
+# An element id a heading may carry into Markdown and a citation's link.
+ANCHOR = r"[A-Za-z0-9_.:-]{1,200}"
+ANCHOR_ID = re.compile(f"^{ANCHOR}$")
 # A heading's id in the attribute syntax of Pandoc and Markdown Extra: "## Title {#id}".
-HEADING_ID = re.compile(r"[ \t]*\{#([A-Za-z0-9_.:-]{1,200})\}[ \t]*$")
+HEADING_ID = re.compile(rf"[ \t]*\{{#({ANCHOR})\}}[ \t]*$")
 # Titles of the boxed asides of documentation (DocBook, Sphinx, MkDocs): a heading
 # with one of these names opens no section.
 ADMONITIONS = frozenset(
