@@ -18,13 +18,12 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import reduce
 
 from django.contrib.postgres.search import SearchQuery, SearchRank
 from django.db import connection
-from django.db.models import Case, F, IntegerField, Q, QuerySet, Value, When
+from django.db.models import Case, F, IntegerField, QuerySet, Value, When
 
 from kbsite.text import STOPWORDS
 from retrieval.models import Chunk, IndexStatistics, Lexeme
@@ -69,7 +68,6 @@ class Term:
 class KeywordHit:
     pk: int
     page_id: int
-    position: int
     embed_hash: str
     score: float
     matched: int  # a bit per term of the question the chunk holds
@@ -83,6 +81,10 @@ class QueryTerms:
     @property
     def counted(self) -> bool:
         return self.total > 0
+
+
+# No terms: a vector-only search scores its candidates by nothing.
+NO_TERMS = QueryTerms(terms=[], total=0)
 
 
 def query_terms(query: str) -> QueryTerms:
@@ -159,14 +161,27 @@ def selecting_terms(terms: QueryTerms) -> list[Term]:
 
 
 def keyword_ranked(
-    candidates: QuerySet[Chunk],
-    terms: QueryTerms,
-    *,
-    also: Sequence[int] = (),
-    limit: int = KEYWORD_HITS,
+    candidates: QuerySet[Chunk], terms: QueryTerms, *, limit: int = KEYWORD_HITS
 ) -> list[KeywordHit]:
-    """The best ``limit`` chunks holding a selecting term, or among ``also`` (the
-    vector candidates) holding any term, best first.
+    """The best ``limit`` chunks holding a selecting term, best first."""
+    selecting = selecting_terms(terms)
+    if not selecting:
+        return []
+    held = _any(_search_query(t) for t in selecting)
+    return _scored(candidates.filter(search_document=held), terms, limit=limit)
+
+
+def keyword_scored(chunks: QuerySet[Chunk], terms: QueryTerms) -> list[KeywordHit]:
+    """Each of these chunks with its score for the question's terms (0 for one
+    that holds none), in no particular order: the vector candidates, which any
+    term may add to."""
+    return _scored(chunks, terms, limit=None)
+
+
+def _scored(
+    chunks: QuerySet[Chunk], terms: QueryTerms, *, limit: int | None
+) -> list[KeywordHit]:
+    """The chunks with their scores, the best ``limit`` of them first.
 
     One query: the inner one (the ORM's, with the caller's filters) ranks each row
     once per term; the outer one adds the ranks up, so no rank is computed twice.
@@ -174,17 +189,7 @@ def keyword_ranked(
     document matches it (``ts_rank`` also counts its words apart).
     """
     present = terms.terms  # bit i of ``matched`` is term i
-    if not present:
-        return []
-    selecting = selecting_terms(terms)
     queries = {t.text: _search_query(t) for t in present}
-    conditions = Q()
-    if selecting:
-        conditions |= Q(search_document=_any(queries[t.text] for t in selecting))
-    if also:
-        conditions |= Q(pk__in=list(also), search_document=_any(queries.values()))
-    if not conditions:
-        return []
     ranks = {
         f"r{i}": SearchRank(F("search_document"), queries[t.text],
                             weights=RANK_WEIGHTS,
@@ -201,9 +206,8 @@ def keyword_ranked(
         if t.lexemes > 1
     }
     inner = (
-        candidates.filter(conditions)
-        .annotate(**ranks, **phrases)
-        .values("pk", "page_id", "position", "embed_hash", *ranks, *phrases)
+        chunks.annotate(**ranks, **phrases)
+        .values("pk", "page_id", "embed_hash", *ranks, *phrases)
         .order_by()  # the outer query orders
     )
     inner_sql, inner_params = inner.query.sql_with_params()
@@ -213,14 +217,17 @@ def keyword_ranked(
         for i, t in enumerate(present)
     )
     sql = (
-        f"SELECT s.pk, s.page_id, s.position, s.embed_hash, {score} AS score, "
+        f"SELECT s.pk, s.page_id, s.embed_hash, {score or '0'} AS score, "
         # OFFSET 0 keeps the inner query whole: inlined, each rank would be
         # computed again in every expression that uses it.
-        f"{held} AS matched FROM ({inner_sql} OFFSET 0) s "
-        "ORDER BY score DESC, s.pk LIMIT %s"
+        f"{held or '0'} AS matched FROM ({inner_sql} OFFSET 0) s"
     )
+    params = [*score_params, *inner_params]
+    if limit is not None:
+        sql += " ORDER BY score DESC, s.pk LIMIT %s"
+        params.append(limit)
     with connection.cursor() as cursor:
-        cursor.execute(sql, [*score_params, *inner_params, limit])
+        cursor.execute(sql, params)
         return [KeywordHit(*row) for row in cursor.fetchall()]
 
 

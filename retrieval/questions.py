@@ -149,8 +149,8 @@ def citations_of(hits: list[Hit]) -> list[Citation]:
     seen: set[int] = set()
     citations = []
     for hit in hits:
-        if hit.chunk.page_id not in seen:
-            seen.add(hit.chunk.page_id)
+        if hit.page_id not in seen:
+            seen.add(hit.page_id)
             citations.append(Citation(chunk=hit.chunk, score=hit.score))
     return citations
 

@@ -16,9 +16,18 @@ from django.conf import settings
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from kbsite.parallel import beside
 from retrieval.embedder import Embedder
 from retrieval.evidence import Evidence, evidence_weigh
-from retrieval.keywords import KEYWORD_HITS, QueryTerms, keyword_ranked, query_terms
+from retrieval.keywords import (
+    KEYWORD_HITS,
+    NO_TERMS,
+    KeywordHit,
+    QueryTerms,
+    keyword_ranked,
+    keyword_scored,
+    query_terms,
+)
 from retrieval.models import Caller, Chunk, Embedding, EmbeddingSpace
 from retrieval.spaces import floor_in_force, serving
 
@@ -49,13 +58,16 @@ class SearchMode(StrEnum):
 
 @dataclass
 class Hit:
-    chunk: Chunk
+    pk: int  # the chunk's
+    page_id: int
     score: float = 0.0  # the page's fused score: what orders pages
     chunk_score: float = 0.0  # the chunk's own: what orders a page's chunks
     similarity: float | None = None  # cosine similarity, from the vector list
     vector_rank: int | None = None
     keyword_rank: int | None = None
     matched: int = 0  # a bit per query term the chunk holds
+    # The whole row, read for the hits chosen only.
+    chunk: Chunk = field(init=False)
 
 
 @dataclass
@@ -88,18 +100,25 @@ def chunks_search(
     """The ``k`` best chunks for ``query``: by vectors, keywords or both fused."""
     per_page = per_page or settings.SEARCH_CHUNKS_PER_PAGE
     candidates = _candidates(user, filters)
+    terms = query_terms(query)
+    # The keyword query runs beside the embedding and the vector scan.
+    selected = (
+        beside(keyword_ranked, candidates, terms)
+        if mode != SearchMode.VECTOR
+        else lambda: []
+    )
     space: EmbeddingSpace | None = None
     vector_hits: list[Hit] = []
+    scored: list[KeywordHit] = []
     if mode != SearchMode.KEYWORD:
         served, space = serving()
-        embedder = embedder or served
-        vector_hits = _vector_hits(query, candidates, embedder)
-    terms = query_terms(query)
-    keyword_hits = (
-        _keyword_hits(candidates, terms, vector_hits)
-        if mode != SearchMode.VECTOR
-        else []
-    )
+        vector_hits, scored = _vector_hits(
+            query,
+            candidates,
+            embedder or served,
+            terms if mode == SearchMode.HYBRID else NO_TERMS,
+        )
+    keyword_hits = _keyword_hits(selected(), scored)
     evidence = evidence_weigh(
         similarity=max((h.similarity or 0.0 for h in vector_hits), default=0.0),
         floor=floor_in_force(space),
@@ -115,7 +134,7 @@ def chunks_search(
         hits=hits,
         abstained=False,
         evidence=evidence,
-        chunk_ids=[h.chunk.pk for h in hits],
+        chunk_ids=[h.pk for h in hits],
     )
 
 
@@ -133,7 +152,7 @@ def _candidates(user: Caller, filters: SearchFilters) -> QuerySet[Chunk]:
         oldest = timezone.now() - timedelta(days=filters.max_age_days)
         chunks = chunks.filter(page__last_verified_at__gte=oldest)
     # Narrow rows while ranking; the k chosen are read whole afterwards.
-    return chunks.only("pk", "page_id", "position", "embed_hash")
+    return chunks.only("pk", "page_id", "embed_hash")
 
 
 def _with_full_rows(hits: list[Hit]) -> list[Hit]:
@@ -143,23 +162,32 @@ def _with_full_rows(hits: list[Hit]) -> list[Hit]:
         .defer(
             "search_document", "page__markdown", "page__raw_body", "page__line_shapes"
         )
-        .in_bulk([h.chunk.pk for h in hits])
+        .in_bulk([h.pk for h in hits])
     )
     for hit in hits:
-        hit.chunk = rows[hit.chunk.pk]
+        hit.chunk = rows[hit.pk]
     return hits
 
 
-def _vector_hits(query: str, candidates: QuerySet[Chunk], embedder: Embedder):
-    """Visible chunks whose text has one of the nearest vectors, nearest first."""
+def _vector_hits(
+    query: str, candidates: QuerySet[Chunk], embedder: Embedder, terms: QueryTerms
+) -> tuple[list[Hit], list[KeywordHit]]:
+    """Visible chunks whose text has one of the nearest vectors, nearest first,
+    and those of them that hold a term of the question, with their keyword scores
+    (read in the same query)."""
     (vector,) = embedder.embed([query])
     similarity = nearest_similarities(embedder, vector)
-    chunks = candidates.filter(embed_hash__in=similarity)
-    hits = [Hit(chunk=c, similarity=similarity[c.embed_hash]) for c in chunks]
-    hits.sort(key=lambda h: (-(h.similarity or 0.0), h.chunk.pk))
+    if not similarity:
+        return [], []
+    rows = keyword_scored(candidates.filter(embed_hash__in=similarity), terms)
+    hits = [
+        Hit(pk=r.pk, page_id=r.page_id, similarity=similarity[r.embed_hash])
+        for r in rows
+    ]
+    hits.sort(key=lambda h: (-(h.similarity or 0.0), h.pk))
     for rank, hit in enumerate(hits, start=1):
         hit.vector_rank = rank
-    return hits
+    return hits, [r for r in rows if r.matched]
 
 
 def nearest_similarities(embedder: Embedder, vector: list[float]) -> dict[str, float]:
@@ -191,24 +219,16 @@ def nearest_texts(embedder: Embedder, vector: list[float]) -> QuerySet:
     ).values_list("text_hash", "distance")[:CANDIDATES]
 
 
-def _keyword_hits(
-    candidates: QuerySet[Chunk], terms: QueryTerms, vector_hits: list[Hit]
-) -> list[Hit]:
-    ranked = keyword_ranked(
-        candidates, terms, also=[h.chunk.pk for h in vector_hits], limit=KEYWORD_HITS
-    )
-    # Narrow rows, as the vector side's: the k chosen are read whole afterwards.
-    hits = [
-        Hit(
-            chunk=Chunk(pk=r.pk, page_id=r.page_id, position=r.position,
-                        embed_hash=r.embed_hash),
-            matched=r.matched,
-        )
-        for r in ranked
-    ]  # fmt: skip
-    for rank, hit in enumerate(hits, start=1):
-        hit.keyword_rank = rank
-    return hits
+def _keyword_hits(selected: list[KeywordHit], scored: list[KeywordHit]) -> list[Hit]:
+    """The best keyword hits among the chunks a selecting term found and the vector
+    candidates holding any term, best first."""
+    rows = {row.pk: row for row in scored}
+    rows.update((row.pk, row) for row in selected)
+    ranked = sorted(rows.values(), key=lambda r: (-r.score, r.pk))[:KEYWORD_HITS]
+    return [
+        Hit(pk=row.pk, page_id=row.page_id, matched=row.matched, keyword_rank=rank)
+        for rank, row in enumerate(ranked, start=1)
+    ]
 
 
 def _fuse(
@@ -219,7 +239,7 @@ def _fuse(
     best vector chunk and best keyword chunk differ still gets both votes."""
     by_chunk: dict[int, Hit] = {}
     for hit in vector_hits + keyword_hits:
-        fused = by_chunk.setdefault(hit.chunk.pk, Hit(chunk=hit.chunk))
+        fused = by_chunk.setdefault(hit.pk, Hit(pk=hit.pk, page_id=hit.page_id))
         if hit.vector_rank is not None:
             fused.vector_rank, fused.similarity = hit.vector_rank, hit.similarity
         if hit.keyword_rank is not None:
@@ -231,19 +251,17 @@ def _fuse(
             (h for h in by_chunk.values() if getattr(h, rank_of) is not None),
             key=lambda h: getattr(h, rank_of),
         )
-        pages = list(dict.fromkeys(h.chunk.page_id for h in ranked))
+        pages = list(dict.fromkeys(h.page_id for h in ranked))
         for page_rank, page_id in enumerate(pages, start=1):
             page_score[page_id] += weight / (RRF_K + page_rank)
     for hit in by_chunk.values():
-        hit.score = page_score[hit.chunk.page_id]
+        hit.score = page_score[hit.page_id]
         hit.chunk_score = sum(
             weight / (RRF_K + getattr(hit, rank_of))
             for rank_of, weight in weights.items()
             if getattr(hit, rank_of) is not None
         )
-    return sorted(
-        by_chunk.values(), key=lambda h: (-h.score, -h.chunk_score, h.chunk.pk)
-    )
+    return sorted(by_chunk.values(), key=lambda h: (-h.score, -h.chunk_score, h.pk))
 
 
 def _diverse(hits: list[Hit], *, k: int, per_page: int) -> list[Hit]:
@@ -251,7 +269,7 @@ def _diverse(hits: list[Hit], *, k: int, per_page: int) -> list[Hit]:
     taken: list[Hit] = []
     per: dict[int, int] = {}
     for hit in hits:
-        page_id = hit.chunk.page_id
+        page_id = hit.page_id
         if per.get(page_id, 0) < per_page:
             taken.append(hit)
             per[page_id] = per.get(page_id, 0) + 1

@@ -59,3 +59,13 @@ def _database_url(db: dict) -> str:
 
 
 PYTHON = sys.executable
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup) -> Iterator[None]:
+    """The test database, as pytest-django makes it. Searches outside a transaction
+    open connections on pool threads: they are closed before it is dropped."""
+    yield
+    from kbsite.parallel import connections_close
+
+    connections_close()

@@ -3,24 +3,33 @@
 from __future__ import annotations
 
 import json
+import threading
 from io import StringIO
 from pathlib import Path
 from tempfile import TemporaryDirectory
+from unittest.mock import patch
 
 import pytest
 from django.contrib.auth.models import Group, User
 from django.core.management import call_command
 from django.core.management.base import CommandError
-from django.db import connection
+from django.db import connection, transaction
 from django.test import override_settings
 
+from retrieval import search
 from retrieval.answer import NO_EVIDENCE
 from retrieval.models import QueryLog
 from retrieval.questions import question_answer, search_run
 from retrieval.search import SearchFilters, SearchMode, chunks_search
 from sources.models import Page, Source
 from tests.fakes.openai_api import FakeOpenAI
-from tests.world import FIXTURES, HarborWorld, harbor_url, ingest_markdown
+from tests.world import (
+    FIXTURES,
+    HarborWorld,
+    harbor_load,
+    harbor_url,
+    ingest_markdown,
+)
 
 
 def urls(citations) -> list[str]:
@@ -305,6 +314,32 @@ class NeighbourContextTests(HarborWorld):
 
 
 @pytest.mark.django_db(transaction=True)
+def test_outside_a_transaction_the_keyword_query_runs_beside_the_vector_scan():
+    harbor_load()
+    reader = User.objects.create_user("beside", password="a long password 1")
+    question = "How do I stop a worker from taking new jobs from a queue?"
+    ran_on = []
+    ranked = search.keyword_ranked
+
+    def recorded(*args, **kwargs):
+        ran_on.append(threading.current_thread())
+        return ranked(*args, **kwargs)
+
+    with patch("retrieval.search.keyword_ranked", recorded):
+        beside = chunks_search(query=question, user=reader, k=5)
+        # Inside a transaction another connection would not see its writes.
+        with transaction.atomic():
+            here = chunks_search(query=question, user=reader, k=5)
+
+    assert ran_on[0] is not threading.current_thread()
+    assert ran_on[1] is threading.current_thread()
+    assert beside.hits, "the question is answerable"
+    assert [(h.pk, h.score, h.vector_rank, h.keyword_rank) for h in beside.hits] == [
+        (h.pk, h.score, h.vector_rank, h.keyword_rank) for h in here.hits
+    ]
+
+
+@pytest.mark.django_db(transaction=True)
 def test_only_the_query_logs_own_commit_skips_waiting_for_the_disk():
     reader = User.objects.create_user("logger", password="a long password 1")
     search_run(query="HB-4042", user=reader, k=3)
@@ -317,6 +352,19 @@ def test_only_the_query_logs_own_commit_skips_waiting_for_the_disk():
 
 
 class RareTermTests(HarborWorld):
+    def test_a_common_word_scores_the_vector_candidates_it_does_not_select(self):
+        reader = User.objects.create_user("common", password="a long password 1")
+        # No word is rare enough to select chunks through the full-text index.
+        with patch("retrieval.keywords.KEYWORD_RANKED", 0):
+            keyword = chunks_search(query="queue workers", user=reader, k=5,
+                                    mode=SearchMode.KEYWORD)  # fmt: skip
+            hybrid = chunks_search(query="queue workers", user=reader, k=5)
+
+        assert keyword.hits == []
+        ranked = [h for h in hybrid.hits if h.keyword_rank is not None]
+        assert ranked, "the vector candidates holding the words are scored"
+        assert all(h.vector_rank is not None for h in ranked)
+
     def test_a_rare_word_in_a_long_chunk_outranks_a_common_one_in_short_chunks(self):
         filler = " ".join(
             f"Record {n} of the storage layer is kept on disk." for n in range(60)

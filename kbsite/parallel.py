@@ -1,0 +1,64 @@
+"""Database work on a second connection while the caller's goes on.
+
+A search's keyword query and its vector scan need each other's results only at
+the end; run one beside the other, each on its own connection, and each takes a
+core of the database server instead of waiting for the other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from functools import cache
+from threading import Barrier
+from typing import TypeVar
+
+from django.conf import settings
+from django.db import close_old_connections, connection, connections
+
+T = TypeVar("T")
+
+
+def beside(work: Callable[..., T], /, *args, **kwargs) -> Callable[[], T]:
+    """Start ``work(*args, **kwargs)`` on a pool thread and return what waits for
+    its result (raising what it raised).
+
+    Inside a transaction the work runs here, when its result is asked for: another
+    connection would not see the transaction's own writes.
+    """
+    if connection.in_atomic_block:
+        return lambda: work(*args, **kwargs)
+    return _pool().submit(_on_own_connection, work, args, kwargs).result
+
+
+def connections_close() -> None:
+    """Close the database connection of every pool thread (as a test run does
+    before it drops its database)."""
+    threads = _threads()
+    barrier = Barrier(threads)
+
+    def close() -> None:
+        connections.close_all()
+        barrier.wait(timeout=30)  # so that each thread takes one of these
+
+    for done in [_pool().submit(close) for _ in range(threads)]:
+        done.result()
+
+
+@cache
+def _threads() -> int:
+    # One for each request a web process serves at once.
+    return settings.WEB_THREADS
+
+
+@cache
+def _pool() -> ThreadPoolExecutor:
+    # Made on first use, in the process that uses it (never before a fork).
+    return ThreadPoolExecutor(max_workers=_threads(), thread_name_prefix="beside")
+
+
+def _on_own_connection(work: Callable[..., T], args, kwargs) -> T:
+    # The thread keeps its connection between tasks, as a web thread does between
+    # requests: dropped once too old or broken, checked before reuse.
+    close_old_connections()
+    return work(*args, **kwargs)
