@@ -83,12 +83,18 @@ PERMALINK = re.compile(r"[ \t]*¶|[ \t]*§(?=\s*$)|[ \t]+#(?=\s*$)", re.MULTILIN
 def clean_inline(text: str) -> str:
     """Markdown without link targets, images' sources or permalink symbols: they
     cost tokens and carry no meaning."""
-    text = IMAGE.sub(r"\1", text)
-    text = LINK.sub(r"\1", text)
-    text = REFERENCE_LINK.sub(r"\1", text)
-    text = LINK_DEFINITION.sub("", text)
-    text = AUTOLINK.sub(r"\1", text)
-    return PERMALINK.sub("", text).strip()
+    # Each pattern needs a character most text lacks: looking for it first is
+    # much faster than the patterns' scans (excerpts run this on every sentence).
+    if "[" in text:
+        text = IMAGE.sub(r"\1", text)
+        text = LINK.sub(r"\1", text)
+        text = REFERENCE_LINK.sub(r"\1", text)
+        text = LINK_DEFINITION.sub("", text)
+    if "<" in text:
+        text = AUTOLINK.sub(r"\1", text)
+    if "¶" in text or "§" in text or "#" in text:
+        text = PERMALINK.sub("", text)
+    return text.strip()
 
 
 # -- hashing -------------------------------------------------------------------------

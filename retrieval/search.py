@@ -155,13 +155,22 @@ def _candidates(user: Caller, filters: SearchFilters) -> QuerySet[Chunk]:
     return chunks.only("pk", "page_id", "embed_hash")
 
 
+# What results show of a page: the rest (its body, fingerprints and crawl history)
+# costs more to read and decode than the search's own query.
+CITED_PAGE_FIELDS = (
+    "url", "title", "last_verified_at", "last_changed_at", "last_failure_at"
+)  # fmt: skip
+# A chunk whole but for its search document.
+_CHUNK_FIELDS = [
+    f.name for f in Chunk._meta.concrete_fields if f.name != "search_document"
+]
+
+
 def _with_full_rows(hits: list[Hit]) -> list[Hit]:
-    """The chosen hits with their text and page (without the page's big fields)."""
+    """The chosen hits with their text and what is cited of their page."""
     rows = (
         Chunk.objects.select_related("page")
-        .defer(
-            "search_document", "page__markdown", "page__raw_body", "page__line_shapes"
-        )
+        .only(*_CHUNK_FIELDS, *(f"page__{name}" for name in CITED_PAGE_FIELDS))
         .in_bulk([h.pk for h in hits])
     )
     for hit in hits:

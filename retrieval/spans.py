@@ -240,7 +240,9 @@ def _plain(found: list[Block], *, enough: int = AFTER_CHARS) -> str:
 
 def unmark(text: str) -> str:
     """Markdown emphasis and code marks off, whitespace folded: plain text."""
-    text = EMPHASIS.sub("", text.replace("`", ""))
+    text = text.replace("`", "")
+    if "*" in text or "_" in text:
+        text = EMPHASIS.sub("", text)
     return " ".join(text.split())
 
 

@@ -8,6 +8,8 @@ import urllib.request
 
 import pytest
 from django.contrib.auth.models import User
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
@@ -44,6 +46,19 @@ class ApiTests(HarborWorld):
             c["last_verified_at"] and c["last_changed_at"] for c in data["citations"]
         )
         assert all(isinstance(i, int) for i in data["chunk_ids"])
+
+    def test_the_number_of_queries_does_not_grow_with_the_results(self):
+        question = {"q": "How do I pause a queue?"}
+        self.api.get("/api/search/", {**question, "k": 1})  # sessions, tokens
+        counts = {}
+        for k in (1, 8):
+            with CaptureQueriesContext(connection) as queries:
+                response = self.api.get("/api/search/", {**question, "k": k})
+            assert len(response.json()["results"]) == k
+            counts[k] = len(queries)
+
+        # A field of a cited page left unread would cost a query per citation.
+        assert counts[1] == counts[8]
 
     def test_a_citation_links_to_its_section_when_the_page_names_it(self):
         self.ingest(
