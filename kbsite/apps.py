@@ -8,12 +8,11 @@ from django.db.models.signals import post_migrate
 
 
 def _ensure_cache_table(sender: AppConfig, *, using: str, **kwargs) -> None:
-    """The database cache's table (the throttles' counts), created by every migrate
-    so that ``migrate`` alone readies a database.
+    """The database cache's table, created by every migrate so that ``migrate``
+    alone readies a database.
 
-    The table is unlogged: a count lost when the server crashes only resets a
-    throttle, and writes to it then need no WAL flush, which every throttled API
-    request would otherwise wait for."""
+    The table is unlogged: a cache may lose what it holds when the server crashes,
+    and its writes then need no WAL flush."""
     call_command("createcachetable", database=using, verbosity=0)
     table = settings.CACHES["default"]["LOCATION"]
     with connections[using].cursor() as cursor:

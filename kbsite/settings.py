@@ -107,9 +107,9 @@ DATABASES = {
 }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-# On the same database, so every process shares it: the API's throttles count there
-# (a per-process cache would multiply each rate by the number of web workers). The
-# table is created after every migrate.
+# On the same database, so every process shares it (crawler statistics, the job
+# queue's cluster status). The table is created after every migrate. The API's
+# throttles count in a table of their own (kbsite.throttling).
 CACHES = {
     "default": {
         "BACKEND": "django.core.cache.backends.db.DatabaseCache",

@@ -18,9 +18,9 @@ from django.views.decorators.http import require_GET, require_POST
 from drf_spectacular.utils import extend_schema
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
-from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
+from kbsite.throttling import SharedRateThrottle
 from retrieval.questions import (
     query_feedback_record,
     question_answer,
@@ -42,7 +42,7 @@ class SearchView(APIView):
     """Retrieval only: the best passage of each matching page, best first."""
 
     permission_classes = [IsAuthenticated]
-    throttle_classes = [ScopedRateThrottle]
+    throttle_classes = [SharedRateThrottle]
     throttle_scope = "search"
 
     @extend_schema(
@@ -65,7 +65,7 @@ class QueryView(APIView):
     """A cited answer; every citation says when its page was verified and changed."""
 
     permission_classes = [IsAuthenticated]
-    throttle_classes = [ScopedRateThrottle]
+    throttle_classes = [SharedRateThrottle]
     throttle_scope = "query"
 
     @extend_schema(

@@ -27,11 +27,12 @@ class SchemaTests(TestCase):
     def test_every_connection_searches_the_hnsw_index_with_the_breadth_set(self):
         assert fetch("SHOW hnsw.ef_search") == [(str(HNSW_EF_SEARCH),)]
 
-    def test_the_throttle_cache_table_is_unlogged(self):
-        table = settings.CACHES["default"]["LOCATION"]
-        rows = fetch("SELECT relpersistence FROM pg_class WHERE relname = %s", [table])
-
-        assert rows == [("u",)]
+    def test_the_throttle_and_cache_tables_are_unlogged(self):
+        for table in ["kb_throttle", settings.CACHES["default"]["LOCATION"]]:
+            rows = fetch(
+                "SELECT relpersistence FROM pg_class WHERE relname = %s", [table]
+            )
+            assert rows == [("u",)], table
 
     def test_the_vector_extension_is_installed(self):
         rows = fetch("SELECT extversion FROM pg_extension WHERE extname = 'vector'")

@@ -1,0 +1,65 @@
+"""The API's per-user throttles, counted in the database every web process shares,
+in one statement per request."""
+
+from __future__ import annotations
+
+from django.db import connection
+from rest_framework.throttling import ScopedRateThrottle
+
+from kbsite.models import ThrottleWindow
+
+
+class SharedRateThrottle(ScopedRateThrottle):
+    """DRF's scoped throttle (a view's ``throttle_scope``, at most N requests in
+    any period of the rate's length), but counted by one ``INSERT … ON CONFLICT``
+    instead of a read and a write of the cache table."""
+
+    def allow_request(self, request, view) -> bool:
+        self.scope = getattr(view, self.scope_attr, None)
+        if not self.scope:
+            return True
+        self.rate = self.get_rate()
+        self.num_requests, self.duration = self.parse_rate(self.rate)
+        self.key = self.get_cache_key(request, view)
+        if self.rate is None or self.key is None:
+            return True
+        self.now = self.timer()
+        self.waiting = request_count(
+            self.key, now=self.now, period=self.duration, limit=self.num_requests
+        )
+        return self.waiting is None
+
+    def wait(self) -> float | None:
+        return self.waiting
+
+
+def request_count(key: str, *, now: float, period: float, limit: int) -> float | None:
+    """Count a request at ``now`` if fewer than ``limit`` were counted in the
+    ``period`` seconds before it; else the seconds until one of those ages out.
+
+    The row is locked while it is updated, so concurrent requests of one caller
+    in any process are counted one after the other."""
+    table = ThrottleWindow._meta.db_table
+    since = now - period
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            INSERT INTO {table} AS t (key, hits)
+            VALUES (%(key)s, ARRAY[%(now)s::float8])
+            ON CONFLICT (key) DO UPDATE
+            SET hits = ARRAY(SELECT h FROM unnest(t.hits) h WHERE h > %(since)s)
+                       || %(now)s::float8
+            WHERE (SELECT count(*) FROM unnest(t.hits) h WHERE h > %(since)s)
+                  < %(limit)s
+            RETURNING NULL
+            """,
+            {"key": key, "now": now, "since": since, "limit": limit},
+        )
+        if cursor.fetchone() is not None:
+            return None
+        cursor.execute(
+            f"SELECT min(h) FROM {table}, unnest(hits) h WHERE key = %s AND h > %s",
+            [key, since],
+        )
+        (oldest,) = cursor.fetchone()
+    return max(0.0, oldest + period - now) if oldest is not None else 0.0
