@@ -21,7 +21,7 @@ class SharedRateThrottle(ScopedRateThrottle):
         self.rate = self.get_rate()
         self.num_requests, self.duration = self.parse_rate(self.rate)
         self.key = self.get_cache_key(request, view)
-        if self.rate is None or self.key is None:
+        if self.num_requests is None or self.duration is None or self.key is None:
             return True
         self.now = self.timer()
         self.waiting = request_count(
