@@ -13,6 +13,7 @@ from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from kbsite.parallel import beside
 from retrieval.answer import Answer, Passage, answer_compose
 from retrieval.chunking import SEPARATOR
 from retrieval.models import Caller, Chunk, QueryLog
@@ -84,12 +85,18 @@ def search_run(
     result = chunks_search(
         query=query, user=user, k=k, filters=filters, mode=mode, per_page=1
     )
+    # The log row is written beside the excerpts.
+    logged = (
+        beside(_log, QueryLog.Kind.SEARCH, query, user, result, started)
+        if log
+        else None
+    )
     citations = [
         replace(c, excerpt=excerpt(query, c.chunk.text, limit=EXCERPT_CHARS))
         for c in citations_of(result.hits)
     ]
-    if log:
-        _log(QueryLog.Kind.SEARCH, query, user, result, started)
+    if logged is not None:
+        logged()
     return citations
 
 
@@ -117,8 +124,8 @@ def question_answer(
         for number, c in enumerate(citations, start=1)
     ]
     answer = answer_compose(question=question, passages=passages)
-    log_id = (
-        _log(QueryLog.Kind.QUERY, question, user, result, started, answer.text)
+    logged = (
+        beside(_log, QueryLog.Kind.QUERY, question, user, result, started, answer.text)
         if log
         else None
     )
@@ -126,6 +133,7 @@ def question_answer(
         replace(citations[n - 1], excerpt=_quoted(answer, n, passages, question))
         for n in answer.cited
     ]
+    log_id = logged() if logged is not None else None
     return QueryResult(
         answer=answer.text,
         abstained=result.abstained,

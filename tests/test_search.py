@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from io import StringIO
 from pathlib import Path
 from tempfile import TemporaryDirectory
@@ -19,7 +20,7 @@ from django.test import override_settings
 from retrieval import search
 from retrieval.answer import NO_EVIDENCE
 from retrieval.models import QueryLog
-from retrieval.questions import question_answer, search_run
+from retrieval.questions import _log, question_answer, search_run
 from retrieval.search import SearchFilters, SearchMode, chunks_search
 from sources.models import Page, Source
 from tests.fakes.openai_api import FakeOpenAI
@@ -344,8 +345,12 @@ def test_only_the_query_logs_own_commit_skips_waiting_for_the_disk():
     reader = User.objects.create_user("logger", password="a long password 1")
     search_run(query="HB-4042", user=reader, k=3)
 
+    # Written beside the excerpts, on another connection; then here, to look.
     log = QueryLog.objects.get(user=reader)
     assert (log.kind, log.text) == (QueryLog.Kind.SEARCH, "HB-4042")
+    result = chunks_search(query="HB-4042", user=reader, k=3)
+    _log(QueryLog.Kind.SEARCH, "HB-4042", reader, result, time.perf_counter())
+    assert QueryLog.objects.filter(user=reader).count() == 2
     with connection.cursor() as cursor:
         cursor.execute("SHOW synchronous_commit")
         assert cursor.fetchone() == ("on",), "the session's commits stay durable"
