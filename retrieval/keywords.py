@@ -171,21 +171,15 @@ def keyword_ranked(
     return _scored(candidates.filter(search_document=held), terms, limit=limit)
 
 
-def keyword_scored(chunks: QuerySet[Chunk], terms: QueryTerms) -> list[KeywordHit]:
-    """Each of these chunks with its score for the question's terms (0 for one
-    that holds none), in no particular order: the vector candidates, which any
-    term may add to."""
-    return _scored(chunks, terms, limit=None)
+def scored_sql(chunks: QuerySet[Chunk], terms: QueryTerms) -> tuple[str, list]:
+    """SQL selecting each of these chunks as a ``KeywordHit`` row (pk, page_id,
+    embed_hash, score, matched), in no order; the score is 0 for a chunk that
+    holds no term. For queries that rank other chunks, such as the vector
+    candidates, which any term may add to.
 
-
-def _scored(
-    chunks: QuerySet[Chunk], terms: QueryTerms, *, limit: int | None
-) -> list[KeywordHit]:
-    """The chunks with their scores, the best ``limit`` of them first.
-
-    One query: the inner one (the ORM's, with the caller's filters) ranks each row
-    once per term; the outer one adds the ranks up, so no rank is computed twice.
-    A term of one lexeme is held when its rank is positive; a phrase, when the
+    The inner query (the ORM's, with the caller's filters) ranks each row once
+    per term; the outer one adds the ranks up, so no rank is computed twice. A
+    term of one lexeme is held when its rank is positive; a phrase, when the
     document matches it (``ts_rank`` also counts its words apart).
     """
     present = terms.terms  # bit i of ``matched`` is term i
@@ -222,12 +216,16 @@ def _scored(
         # computed again in every expression that uses it.
         f"{held or '0'} AS matched FROM ({inner_sql} OFFSET 0) s"
     )
-    params = [*score_params, *inner_params]
-    if limit is not None:
-        sql += " ORDER BY score DESC, s.pk LIMIT %s"
-        params.append(limit)
+    return sql, [*score_params, *inner_params]
+
+
+def _scored(
+    chunks: QuerySet[Chunk], terms: QueryTerms, *, limit: int
+) -> list[KeywordHit]:
+    """The best ``limit`` of these chunks, best first."""
+    sql, params = scored_sql(chunks, terms)
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+        cursor.execute(f"{sql} ORDER BY score DESC, s.pk LIMIT %s", [*params, limit])
         return [KeywordHit(*row) for row in cursor.fetchall()]
 
 

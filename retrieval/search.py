@@ -13,7 +13,9 @@ from datetime import timedelta
 from enum import StrEnum
 
 from django.conf import settings
+from django.db import connection
 from django.db.models import QuerySet
+from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from kbsite.parallel import beside
@@ -25,8 +27,8 @@ from retrieval.keywords import (
     KeywordHit,
     QueryTerms,
     keyword_ranked,
-    keyword_scored,
     query_terms,
+    scored_sql,
 )
 from retrieval.models import Caller, Chunk, Embedding, EmbeddingSpace
 from retrieval.spaces import floor_in_force, serving
@@ -182,21 +184,36 @@ def _vector_hits(
     query: str, candidates: QuerySet[Chunk], embedder: Embedder, terms: QueryTerms
 ) -> tuple[list[Hit], list[KeywordHit]]:
     """Visible chunks whose text has one of the nearest vectors, nearest first,
-    and those of them that hold a term of the question, with their keyword scores
-    (read in the same query)."""
+    and those of them that hold a term of the question, with their keyword scores.
+
+    One query: the HNSW scan, then the visible chunks of the texts it found with
+    their scores (see :func:`nearest_similarities` for the windows).
+    """
     (vector,) = embedder.embed([query])
-    similarity = nearest_similarities(embedder, vector)
-    if not similarity:
-        return [], []
-    rows = keyword_scored(candidates.filter(embed_hash__in=similarity), terms)
-    hits = [
-        Hit(pk=r.pk, page_id=r.page_id, similarity=similarity[r.embed_hash])
-        for r in rows
-    ]
+    nearest_sql, nearest_params = nearest_texts(
+        embedder, vector
+    ).query.sql_with_params()
+    chunks_sql, chunks_params = scored_sql(
+        candidates.filter(
+            embed_hash__in=RawSQL("SELECT text_hash FROM nearest_text", ())
+        ),
+        terms,
+    )
+    sql = (
+        f"WITH nearest AS MATERIALIZED ({nearest_sql}), "
+        "nearest_text AS (SELECT text_hash, 1 - min(distance) AS similarity "
+        "FROM nearest GROUP BY text_hash) "
+        f"SELECT c.*, n.similarity FROM ({chunks_sql}) c "
+        "JOIN nearest_text n ON n.text_hash = c.embed_hash"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*nearest_params, *chunks_params])
+        rows = [(KeywordHit(*row[:-1]), row[-1]) for row in cursor.fetchall()]
+    hits = [Hit(pk=r.pk, page_id=r.page_id, similarity=sim) for r, sim in rows]
     hits.sort(key=lambda h: (-(h.similarity or 0.0), h.pk))
     for rank, hit in enumerate(hits, start=1):
         hit.vector_rank = rank
-    return hits, [r for r in rows if r.matched]
+    return hits, [r for r, _ in rows if r.matched]
 
 
 def nearest_similarities(embedder: Embedder, vector: list[float]) -> dict[str, float]:
