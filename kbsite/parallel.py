@@ -2,13 +2,15 @@
 
 A search's keyword query and its vector scan need each other's results only at
 the end; run one beside the other, each on its own connection, and each takes a
-core of the database server instead of waiting for the other.
+core of the database server instead of waiting for the other. A search's log row
+is needed by nobody waiting: it is written after the answer has gone.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from functools import cache
 from threading import Barrier
 from typing import TypeVar
@@ -17,6 +19,10 @@ from django.conf import settings
 from django.db import close_old_connections, connection, connections
 
 T = TypeVar("T")
+
+logger = logging.getLogger(__name__)
+# Work started by ``after`` and not finished yet.
+_pending: set[Future] = set()
 
 
 def beside(work: Callable[..., T], /, *args, **kwargs) -> Callable[[], T]:
@@ -29,6 +35,29 @@ def beside(work: Callable[..., T], /, *args, **kwargs) -> Callable[[], T]:
     if connection.in_atomic_block:
         return lambda: work(*args, **kwargs)
     return _pool().submit(_on_own_connection, work, args, kwargs).result
+
+
+def after(work: Callable[..., object], /, *args, **kwargs) -> None:
+    """Start ``work(*args, **kwargs)`` on a pool thread and do not wait for it; an
+    error it raises is logged. Inside a transaction it runs here, now."""
+    if connection.in_atomic_block:
+        work(*args, **kwargs)
+        return
+    future = _pool().submit(_on_own_connection, work, args, kwargs)
+    _pending.add(future)
+    future.add_done_callback(_finished)
+
+
+def _finished(future: Future) -> None:
+    _pending.discard(future)
+    error = future.exception()
+    if error is not None:
+        logger.error("work after the answer failed", exc_info=error)
+
+
+def settle(timeout: float = 30) -> None:
+    """Wait for the work ``after`` started (a test before it looks at the rows)."""
+    wait(list(_pending), timeout=timeout)
 
 
 def connections_close() -> None:

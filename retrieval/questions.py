@@ -13,7 +13,7 @@ from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from kbsite.parallel import beside
+from kbsite.parallel import after, beside
 from retrieval.answer import Answer, Passage, answer_compose
 from retrieval.chunking import SEPARATOR
 from retrieval.models import Caller, Chunk, QueryLog
@@ -85,19 +85,12 @@ def search_run(
     result = chunks_search(
         query=query, user=user, k=k, filters=filters, mode=mode, per_page=1
     )
-    # The log row is written beside the excerpts.
-    logged = (
-        beside(_log, QueryLog.Kind.SEARCH, query, user, result, started)
-        if log
-        else None
-    )
-    citations = [
+    if log:  # written after the answer has gone
+        after(_log, QueryLog.Kind.SEARCH, query, user, result, started)
+    return [
         replace(c, excerpt=excerpt(query, c.chunk.text, limit=EXCERPT_CHARS))
         for c in citations_of(result.hits)
     ]
-    if logged is not None:
-        logged()
-    return citations
 
 
 def question_answer(

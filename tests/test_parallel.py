@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 
-from kbsite.parallel import beside, connections_close
+from kbsite.parallel import after, beside, connections_close, settle
 from sources.models import Source
 
 
@@ -57,3 +57,31 @@ def test_an_error_in_the_work_reaches_the_caller():
     with pytest.raises(Exception, match="division by zero"):
         waited()
     assert beside(backend_pid)() != backend_pid(), "the pool thread serves on"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_work_after_is_not_waited_for_and_its_error_is_logged(caplog):
+    def create(name: str) -> None:
+        Source.objects.create(name=name, seed_urls="https://example.com/")
+
+    def fails() -> None:
+        raise RuntimeError("the log table is gone")
+
+    after(create, "Later")
+    after(fails)
+    settle()
+
+    assert Source.objects.filter(name="Later").exists()
+    assert any(
+        "the log table is gone" in str(r.exc_info[1])
+        for r in caplog.records
+        if r.exc_info
+    )
+
+
+@pytest.mark.django_db
+def test_inside_a_transaction_work_after_runs_at_once_on_this_connection():
+    pids = []
+    after(lambda: pids.append(backend_pid()))
+
+    assert pids == [backend_pid()]

@@ -17,6 +17,7 @@ from django.core.management.base import CommandError
 from django.db import connection, transaction
 from django.test import override_settings
 
+from kbsite.parallel import settle
 from retrieval import search
 from retrieval.answer import NO_EVIDENCE
 from retrieval.models import QueryLog
@@ -345,7 +346,8 @@ def test_only_the_query_logs_own_commit_skips_waiting_for_the_disk():
     reader = User.objects.create_user("logger", password="a long password 1")
     search_run(query="HB-4042", user=reader, k=3)
 
-    # Written beside the excerpts, on another connection; then here, to look.
+    # Written after the results, on another connection; then here, to look.
+    settle()
     log = QueryLog.objects.get(user=reader)
     assert (log.kind, log.text) == (QueryLog.Kind.SEARCH, "HB-4042")
     result = chunks_search(query="HB-4042", user=reader, k=3)
