@@ -9,6 +9,7 @@ is needed by nobody waiting: it is written after the answer has gone.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from functools import cache
@@ -90,4 +91,16 @@ def _on_own_connection(work: Callable[..., T], args, kwargs) -> T:
     # The thread keeps its connection between tasks, as a web thread does between
     # requests: dropped once too old or broken, checked before reuse.
     close_old_connections()
-    return work(*args, **kwargs)
+    try:
+        return work(*args, **kwargs)
+    finally:
+        close_old_connections()
+
+
+def _forgotten_in_child() -> None:
+    # A forked process has none of the pool's threads: it makes its own.
+    _pool.cache_clear()
+    _pending.clear()
+
+
+os.register_at_fork(after_in_child=_forgotten_in_child)

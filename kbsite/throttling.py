@@ -39,6 +39,8 @@ def request_count(key: str, *, now: float, period: float, limit: int) -> float |
 
     The row is locked while it is updated, so concurrent requests of one caller
     in any process are counted one after the other."""
+    if limit <= 0:
+        return float(period)
     table = ThrottleWindow._meta.db_table
     since = now - period
     with connection.cursor() as cursor:
@@ -57,9 +59,11 @@ def request_count(key: str, *, now: float, period: float, limit: int) -> float |
         )
         if cursor.fetchone() is not None:
             return None
-        cursor.execute(
-            f"SELECT min(h) FROM {table}, unnest(hits) h WHERE key = %s AND h > %s",
-            [key, since],
-        )
-        (oldest,) = cursor.fetchone()
-    return max(0.0, oldest + period - now) if oldest is not None else 0.0
+        cursor.execute(f"SELECT hits FROM {table} WHERE key = %s", [key])
+        row = cursor.fetchone()
+    recent = sorted(h for h in (row[0] if row else []) if h > since)
+    if len(recent) < limit:  # some aged out meanwhile
+        return 0.0
+    # Allowed again once all but limit - 1 of them have aged out (more than one
+    # when the limit was lowered since they were counted).
+    return max(0.0, recent[len(recent) - limit] + period - now)

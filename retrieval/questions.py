@@ -86,7 +86,7 @@ def search_run(
         query=query, user=user, k=k, filters=filters, mode=mode, per_page=1
     )
     if log:  # written after the answer has gone
-        after(_log, QueryLog.Kind.SEARCH, query, user, result, started)
+        after(_log, QueryLog.Kind.SEARCH, query, user, result, _since(started))
     return [
         replace(c, excerpt=excerpt(query, c.chunk.text, limit=EXCERPT_CHARS))
         for c in citations_of(result.hits)
@@ -118,7 +118,15 @@ def question_answer(
     ]
     answer = answer_compose(question=question, passages=passages)
     logged = (
-        beside(_log, QueryLog.Kind.QUERY, question, user, result, started, answer.text)
+        beside(
+            _log,
+            QueryLog.Kind.QUERY,
+            question,
+            user,
+            result,
+            _since(started),
+            answer.text,
+        )
         if log
         else None
     )
@@ -177,12 +185,18 @@ def _with_neighbour(chunk: Chunk, following: dict[tuple[int, int], Chunk]) -> st
     return chunk.text
 
 
+def _since(started: float) -> int:
+    """Milliseconds since ``started``: a question's latency as its log records it
+    (measured here, not when a pool thread gets to the row)."""
+    return round((time.perf_counter() - started) * 1000)
+
+
 def _log(
     kind: str,
     text: str,
     user: Caller,
     result: SearchResult,
-    started: float,
+    latency_ms: int,
     answer: str = "",
 ) -> int:
     """The question's log row. Its commit does not wait for the WAL to reach the
@@ -199,7 +213,7 @@ def _log(
             chunk_ids=result.chunk_ids,
             scores=[round(h.score, 6) for h in result.hits],
             abstained=result.abstained,
-            latency_ms=round((time.perf_counter() - started) * 1000),
+            latency_ms=latency_ms,
         ).pk
 
 

@@ -70,7 +70,7 @@ class Hit:
     keyword_rank: int | None = None
     matched: int = 0  # a bit per query term the chunk holds
     # The whole row, read for the hits chosen only.
-    chunk: Chunk = field(init=False)
+    chunk: Chunk = field(init=False, repr=False, compare=False)
 
 
 @dataclass
@@ -176,6 +176,8 @@ def _with_full_rows(hits: list[Hit]) -> list[Hit]:
         .only(*_CHUNK_FIELDS, *(f"page__{name}" for name in CITED_PAGE_FIELDS))
         .in_bulk([h.pk for h in hits])
     )
+    # A page re-chunked since the ranking read its rows has lost those chunks.
+    hits = [hit for hit in hits if hit.pk in rows]
     for hit in hits:
         hit.chunk = rows[hit.pk]
     return hits

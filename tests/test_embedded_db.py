@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -12,7 +13,11 @@ from django.db import OperationalError, connection
 
 from kbsite.pgembedded.base import DatabaseWrapper
 from kbsite.pgembedded.programs import ServerError
-from kbsite.pgembedded.server import SHARED_BUFFERS_MB, EmbeddedPostgres
+from kbsite.pgembedded.server import (
+    MAX_CONNECTIONS,
+    SHARED_BUFFERS_MB,
+    EmbeddedPostgres,
+)
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.slow
@@ -172,8 +177,9 @@ def test_a_niced_process_gets_its_database_session_niced_alike(niceness):
     assert result.stdout.strip() == str(niceness)
 
 
-def test_the_server_gets_shared_buffers_sized_to_the_machine(server_tmp_path):
-    """PostgreSQL's 128 MB would not hold the HNSW index of 100,000 chunks."""
+def test_the_server_is_sized_to_the_machine(server_tmp_path):
+    """PostgreSQL's 128 MB would not hold the HNSW index of 100,000 chunks, and its
+    100 connections not the web workers' of a machine with many cores."""
     root = server_tmp_path / "var"
     holder = start_long_holder(root, "CREATE TABLE notes (body text)")
     try:
@@ -182,12 +188,15 @@ def test_the_server_gets_shared_buffers_sized_to_the_machine(server_tmp_path):
         with psycopg.connect(
             host=str(info.socket_dir), port=info.port, user="postgres", dbname="kb"
         ) as conn:
-            setting = conn.execute(
-                "SELECT setting::bigint * 8 / 1024 FROM pg_settings "
-                "WHERE name = 'shared_buffers'"
-            ).fetchone()[0]
+            buffers, connections = conn.execute(
+                "SELECT setting::bigint * 8 / 1024, "
+                "(SELECT setting::int FROM pg_settings WHERE name = 'max_connections')"
+                " FROM pg_settings WHERE name = 'shared_buffers'"
+            ).fetchone()
     finally:
         holder.stdin.close()
         holder.wait(timeout=60)
-    assert setting == SHARED_BUFFERS_MB
+    assert buffers == SHARED_BUFFERS_MB
     assert 128 <= SHARED_BUFFERS_MB <= 1024
+    assert connections == MAX_CONNECTIONS
+    assert MAX_CONNECTIONS >= 8 * (os.cpu_count() or 2)

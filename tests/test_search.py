@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from io import StringIO
 from pathlib import Path
 from tempfile import TemporaryDirectory
@@ -351,7 +350,7 @@ def test_only_the_query_logs_own_commit_skips_waiting_for_the_disk():
     log = QueryLog.objects.get(user=reader)
     assert (log.kind, log.text) == (QueryLog.Kind.SEARCH, "HB-4042")
     result = chunks_search(query="HB-4042", user=reader, k=3)
-    _log(QueryLog.Kind.SEARCH, "HB-4042", reader, result, time.perf_counter())
+    _log(QueryLog.Kind.SEARCH, "HB-4042", reader, result, latency_ms=5)
     assert QueryLog.objects.filter(user=reader).count() == 2
     with connection.cursor() as cursor:
         cursor.execute("SHOW synchronous_commit")

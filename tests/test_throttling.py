@@ -39,6 +39,21 @@ def test_a_refused_request_is_not_counted_and_old_ones_are_dropped():
 
 
 @pytest.mark.django_db
+def test_a_lowered_limit_waits_for_enough_requests_to_age_out():
+    for t in (0, 10, 20):
+        request_count("k", now=t, period=60, limit=3)
+
+    # Two of the three must age out before one more fits under two.
+    assert request_count("k", now=30, period=60, limit=2) == 40  # 10 + 60 - 30
+
+
+@pytest.mark.django_db
+def test_a_limit_of_zero_refuses_every_request():
+    assert request_count("k", now=0, period=60, limit=0) == 60
+    assert not ThrottleWindow.objects.exists()
+
+
+@pytest.mark.django_db
 def test_callers_and_scopes_are_counted_apart():
     assert request_count("a", now=0, period=60, limit=1) is None
     assert request_count("b", now=0, period=60, limit=1) is None

@@ -40,6 +40,11 @@ SHARED_BUFFERS_MB = max(
     min(1024, os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 4 // 2**20),
 )
 
+# Each web worker (one per core by default) holds up to two connections for each of
+# its threads (the request's and its pool thread's); the job workers, the scheduler
+# and commands need some more. Never fewer than PostgreSQL's default of 100.
+MAX_CONNECTIONS = max(100, 8 * (os.cpu_count() or 2) + 50)
+
 
 @dataclass(frozen=True)
 class ServerInfo:
@@ -171,7 +176,8 @@ class EmbeddedPostgres:
             )
         options = (
             f"-k '{self.socket_dir}' -c listen_addresses='' -p {PORT} "
-            f"-c shared_buffers={SHARED_BUFFERS_MB}MB"
+            f"-c shared_buffers={SHARED_BUFFERS_MB}MB "
+            f"-c max_connections={MAX_CONNECTIONS}"
         )
         self._run(
             user,
