@@ -38,10 +38,6 @@ CHUNK_SEARCH_VECTOR = (
 )  # fmt: skip
 
 
-# Who is asking: a user or an anonymous visitor from a request, or None for the
-# system itself (management commands), which sees everything.
-
-
 class ChunkQuerySet(models.QuerySet["Chunk"]):
     def live(self) -> ChunkQuerySet:
         return self.filter(page__status=Page.Status.LIVE)

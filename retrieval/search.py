@@ -154,8 +154,7 @@ def _candidates(user: Caller, filters: SearchFilters) -> QuerySet[Chunk]:
     if filters.max_age_days is not None:
         oldest = timezone.now() - timedelta(days=filters.max_age_days)
         chunks = chunks.filter(page__last_verified_at__gte=oldest)
-    # Narrow rows while ranking; the k chosen are read whole afterwards.
-    return chunks.only("pk", "page_id", "embed_hash")
+    return chunks
 
 
 # What results show of a page: the rest (its body, fingerprints and crawl history)

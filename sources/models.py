@@ -21,6 +21,8 @@ FAILURE_RETRY = timedelta(minutes=15)
 HOUR = timedelta(hours=1)
 
 
+# Who is asking: a user or an anonymous visitor from a request, or None for the
+# system itself (management commands), which sees everything.
 Caller = AbstractBaseUser | AnonymousUser | None
 
 

@@ -4,8 +4,10 @@ import os
 import socket
 import sys
 import tempfile
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -21,6 +23,32 @@ def server_tmp_path() -> Iterator[Path]:
     with tempfile.TemporaryDirectory(prefix="kb-test-") as name:
         Path(name).chmod(0o755)
         yield Path(name)
+
+
+T = TypeVar("T")
+
+
+def at_once(work: Callable[[], T], times: int) -> list[T]:
+    """``work`` run by ``times`` threads released together, each on a database
+    connection of its own (closed after); their results, as they finished."""
+    from django.db import connection
+
+    start = threading.Barrier(times)
+    results: list[T] = []
+
+    def run() -> None:
+        start.wait()
+        try:
+            results.append(work())
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=run) for _ in range(times)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return results
 
 
 def free_port() -> int:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 import re
-import threading
 from datetime import timedelta
 from io import StringIO
 
@@ -12,7 +11,6 @@ import pytest
 from django.contrib.auth.models import User
 from django.core.cache import cache
 from django.core.management import CommandError, call_command
-from django.db import connection
 from django.test import override_settings
 from django.utils import timezone
 from rest_framework.authtoken.models import Token
@@ -25,6 +23,7 @@ from retrieval.models import Chunk
 from sources.models import Page, Push, Source
 from sources.pushing import pushes_send
 from sources.replan import checks_since, source_schedule_replan, sources_schedule_replan
+from tests.conftest import at_once
 from tests.fakes.crawlbase_api import CRAWLER, TOKEN, FakeCrawlbaseAPI, SitePage
 from tests.fakes.site import FakeSite, sitemap_xml
 from tests.world import SITE, page_html, run_queued
@@ -109,21 +108,7 @@ def test_a_dry_run_counts_and_queues_nothing(source):
 def test_two_recrawls_at_once_push_each_due_url_once(source):
     for n in range(200):
         make_page(source, f"/p{n}/")
-    start = threading.Barrier(2)
-    plans = []
-
-    def plan() -> None:
-        start.wait()
-        try:
-            plans.append(recrawl_due())
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=plan) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    plans = at_once(recrawl_due, times=2)
 
     assert Push.objects.count() == 200
     assert Push.objects.values("page").distinct().count() == 200

@@ -3,17 +3,16 @@ shared database, answered 429 with the wait."""
 
 from __future__ import annotations
 
-import threading
 from unittest.mock import patch
 
 import pytest
 from django.contrib.auth.models import User
-from django.db import connection
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from kbsite.models import ThrottleWindow
 from kbsite.throttling import SharedRateThrottle, request_count
+from tests.conftest import at_once
 
 
 @pytest.mark.django_db
@@ -62,21 +61,9 @@ def test_callers_and_scopes_are_counted_apart():
 
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_requests_of_one_caller_are_counted_one_by_one():
-    results: list[float | None] = []
-    start = threading.Barrier(8)
-
-    def ask() -> None:
-        start.wait()
-        try:
-            results.append(request_count("busy", now=100.0, period=60, limit=5))
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=ask) for _ in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    results = at_once(
+        lambda: request_count("busy", now=100.0, period=60, limit=5), times=8
+    )
 
     assert sorted(results, key=lambda r: r is not None) == [None] * 5 + [60.0] * 3
 
