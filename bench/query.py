@@ -126,7 +126,7 @@ def hnsw_recall(queries: list[str], k: int = 10) -> float:
     from django.db import connection, transaction
 
     from retrieval.embeddings import get_embedder
-    from retrieval.models import Embedding
+    from retrieval.spaces import nearest_sql
 
     embedder = get_embedder()
     found = 0
@@ -136,10 +136,11 @@ def hnsw_recall(queries: list[str], k: int = 10) -> float:
             with transaction.atomic(), connection.cursor() as cursor:
                 if exact:
                     cursor.execute("SET LOCAL enable_indexscan = off")
-                nearest = Embedding.objects.nearest(
-                    space=embedder.space, dimensions=embedder.dimensions, vector=vector
+                sql, params = nearest_sql(
+                    embedder.space, embedder.dimensions, vector, limit=k
                 )
-                top.append(set(nearest.values_list("pk", flat=True)[:k]))
+                cursor.execute(sql, params)
+                top.append(set(cursor.fetchall()))  # (text, distance): a vector
         found += len(top[0] & top[1])
     return found / (k * len(queries))
 

@@ -19,14 +19,12 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from functools import reduce
 
-from django.contrib.postgres.search import SearchQuery, SearchRank
 from django.db import connection
-from django.db.models import Case, F, IntegerField, QuerySet, Value, When
 
 from kbsite.text import STOPWORDS
-from retrieval.models import Chunk, IndexStatistics, Lexeme
+from retrieval.models import IndexStatistics, Lexeme
+from retrieval.searchable import Searchable
 
 # Chunks the selecting terms may match together before the commonest of them
 # only score (see module docstring): above this, ranking is slow and the words
@@ -139,8 +137,12 @@ def _counts(words: list[str]) -> tuple[list[tuple[str, int, int]], int]:
     return [(word, chunks, lexemes) for word, chunks, lexemes, _ in rows], total
 
 
-def _search_query(term: Term) -> SearchQuery:
-    return SearchQuery(term.text, search_type="phrase", config="english")
+# A term as searched: a phrase of its words, English stemming.
+_TSQUERY = "phraseto_tsquery('english', %s)"
+_RANK = (
+    f"ts_rank('{{{','.join(map(str, RANK_WEIGHTS))}}}'::real[], c.search_document, "
+    f"{_TSQUERY}, {int(RANK_NORMALIZATION)})"
+)
 
 
 def selecting_terms(terms: QueryTerms) -> list[Term]:
@@ -161,50 +163,50 @@ def selecting_terms(terms: QueryTerms) -> list[Term]:
 
 
 def keyword_ranked(
-    candidates: QuerySet[Chunk], terms: QueryTerms, *, limit: int = KEYWORD_HITS
+    searchable: Searchable, terms: QueryTerms, *, limit: int = KEYWORD_HITS
 ) -> list[KeywordHit]:
-    """The best ``limit`` chunks holding a selecting term, best first."""
+    """The best ``limit`` searchable chunks holding a selecting term, best first."""
     selecting = selecting_terms(terms)
     if not selecting:
         return []
-    held = _any(_search_query(t) for t in selecting)
-    return _scored(candidates.filter(search_document=held), terms, limit=limit)
+    # Through the GIN index: the document matches any of the selecting terms.
+    held = " || ".join(_TSQUERY for _ in selecting)
+    sql, params = scored_sql(
+        searchable, terms, f"c.search_document @@ ({held})", [t.text for t in selecting]
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(f"{sql} ORDER BY score DESC, s.pk LIMIT %s", [*params, limit])
+        return [KeywordHit(*row) for row in cursor.fetchall()]
 
 
-def scored_sql(chunks: QuerySet[Chunk], terms: QueryTerms) -> tuple[str, list]:
-    """SQL selecting each of these chunks as a ``KeywordHit`` row (pk, page_id,
-    embed_hash, score, matched), in no order; the score is 0 for a chunk that
-    holds no term. For queries that rank other chunks, such as the vector
-    candidates, which any term may add to.
+def scored_sql(
+    searchable: Searchable,
+    terms: QueryTerms,
+    condition: str = "",
+    params: list | tuple = (),
+) -> tuple[str, list]:
+    """SQL selecting each searchable chunk that meets ``condition`` as a
+    ``KeywordHit`` row (pk, page_id, embed_hash, score, matched), in no order; the
+    score is 0 for a chunk that holds no term. Other queries rank chunks selected
+    otherwise with it, such as the vector candidates, which any term may add to.
 
-    The inner query (the ORM's, with the caller's filters) ranks each row once
-    per term; the outer one adds the ranks up, so no rank is computed twice. A
-    term of one lexeme is held when its rank is positive; a phrase, when the
-    document matches it (``ts_rank`` also counts its words apart).
+    The inner query ranks each row once per term; the outer one adds the ranks up,
+    so no rank is computed twice. A term of one lexeme is held when its rank is
+    positive; a phrase, when the document matches it (``ts_rank`` also counts its
+    words apart).
     """
     present = terms.terms  # bit i of ``matched`` is term i
-    queries = {t.text: _search_query(t) for t in present}
-    ranks = {
-        f"r{i}": SearchRank(F("search_document"), queries[t.text],
-                            weights=RANK_WEIGHTS,
-                            normalization=Value(RANK_NORMALIZATION))
-        for i, t in enumerate(present)
-    }  # fmt: skip
-    phrases = {
-        f"m{i}": Case(
-            When(search_document=queries[t.text], then=Value(1)),
-            default=Value(0),
-            output_field=IntegerField(),
-        )
-        for i, t in enumerate(present)
-        if t.lexemes > 1
-    }
-    inner = (
-        chunks.annotate(**ranks, **phrases)
-        .values("pk", "page_id", "embed_hash", *ranks, *phrases)
-        .order_by()  # the outer query orders
+    columns = ["c.id AS pk", "c.page_id", "c.embed_hash"]
+    column_params: list[str] = []
+    for i, term in enumerate(present):
+        columns.append(f"{_RANK} AS r{i}")
+        column_params.append(term.text)
+        if term.lexemes > 1:
+            columns.append(f"(c.search_document @@ {_TSQUERY})::int AS m{i}")
+            column_params.append(term.text)
+    inner_sql, inner_params = searchable.chunks_sql(
+        ", ".join(columns), condition, params
     )
-    inner_sql, inner_params = inner.query.sql_with_params()
     score, score_params = _score_sql(present)
     held = " + ".join(
         f"(CASE WHEN {_held(t, i)} THEN {1 << i} ELSE 0 END)"
@@ -216,17 +218,7 @@ def scored_sql(chunks: QuerySet[Chunk], terms: QueryTerms) -> tuple[str, list]:
         # computed again in every expression that uses it.
         f"{held or '0'} AS matched FROM ({inner_sql} OFFSET 0) s"
     )
-    return sql, [*score_params, *inner_params]
-
-
-def _scored(
-    chunks: QuerySet[Chunk], terms: QueryTerms, *, limit: int
-) -> list[KeywordHit]:
-    """The best ``limit`` of these chunks, best first."""
-    sql, params = scored_sql(chunks, terms)
-    with connection.cursor() as cursor:
-        cursor.execute(f"{sql} ORDER BY score DESC, s.pk LIMIT %s", [*params, limit])
-        return [KeywordHit(*row) for row in cursor.fetchall()]
+    return sql, [*score_params, *column_params, *inner_params]
 
 
 def _score_sql(present: list[Term]) -> tuple[str, list[float]]:
@@ -250,7 +242,3 @@ def _held(term: Term, i: int) -> str:
     """SQL true when the ranked row holds term ``i``: a word when its rank is
     positive, a phrase when the document matches it."""
     return f"s.{'m' if term.lexemes > 1 else 'r'}{i} > 0"
-
-
-def _any(queries) -> SearchQuery:
-    return reduce(lambda a, b: a | b, queries)

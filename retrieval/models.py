@@ -8,8 +8,7 @@ from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVector, SearchVectorField
 from django.db import models
 from django.db.models import F, Func, Q, Value
-from django.db.models.functions import Cast
-from pgvector.django import CosineDistance, VectorField
+from pgvector.django import VectorField
 
 from sources.models import Caller, Page, Source, sees_every_source
 
@@ -154,18 +153,6 @@ class EmbeddingSpace(models.Model):
         return f"{self.name} ({self.state})"
 
 
-class EmbeddingQuerySet(models.QuerySet):
-    def nearest(self, *, space: str, dimensions: int, vector: list[float]):
-        """Vectors of one space by cosine distance, through that space's HNSW index
-        (same cast, same filter as the index: see embedding_index_ensure)."""
-        cast = Cast("vector", VectorField(dimensions=dimensions))
-        return (
-            self.filter(space=space)
-            .annotate(distance=CosineDistance(cast, vector))
-            .order_by("distance")
-        )
-
-
 class Embedding(models.Model):
     """The vector of one embedded text in one embedding space.
 
@@ -187,8 +174,6 @@ class Embedding(models.Model):
     vector = VectorField()
     token_count = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
-
-    objects = EmbeddingQuerySet.as_manager()
 
     class Meta:
         constraints = [

@@ -9,14 +9,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from datetime import timedelta
 from enum import StrEnum
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import QuerySet
-from django.db.models.expressions import RawSQL
-from django.utils import timezone
 
 from kbsite.parallel import beside
 from retrieval.embedder import Embedder
@@ -30,8 +26,14 @@ from retrieval.keywords import (
     query_terms,
     scored_sql,
 )
-from retrieval.models import Caller, Chunk, Embedding, EmbeddingSpace
-from retrieval.spaces import floor_in_force, serving
+from retrieval.models import Caller, Chunk, EmbeddingSpace
+from retrieval.searchable import (
+    NO_FILTERS,
+    Searchable,
+    SearchFilters,
+    searchable_chunks,
+)
+from retrieval.spaces import floor_in_force, nearest_sql, serving
 
 # Reciprocal rank fusion: each list adds weight / (RRF_K + rank). The constant and
 # the weights were tuned on the PostgreSQL manual's golden set and checked on the
@@ -81,15 +83,6 @@ class SearchResult:
     chunk_ids: list[int] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
-class SearchFilters:
-    source_ids: tuple[int, ...] = ()
-    max_age_days: int | None = None
-
-
-NO_FILTERS = SearchFilters()
-
-
 def chunks_search(
     *,
     query: str,
@@ -102,11 +95,11 @@ def chunks_search(
 ) -> SearchResult:
     """The ``k`` best chunks for ``query``: by vectors, keywords or both fused."""
     per_page = per_page or settings.SEARCH_CHUNKS_PER_PAGE
-    candidates = _candidates(user, filters)
+    searchable = searchable_chunks(user, filters)
     terms = query_terms(query)
     # The keyword query runs beside the embedding and the vector scan.
     selected = (
-        beside(keyword_ranked, candidates, terms)
+        beside(keyword_ranked, searchable, terms)
         if mode != SearchMode.VECTOR
         else lambda: []
     )
@@ -117,7 +110,7 @@ def chunks_search(
         served, space = serving()
         vector_hits, scored = _vector_hits(
             query,
-            candidates,
+            searchable,
             embedder or served,
             terms if mode == SearchMode.HYBRID else NO_TERMS,
         )
@@ -147,16 +140,6 @@ def _vector_weight(evidence: Evidence) -> float:
     return VECTOR_WEIGHT if evidence.vector else VECTOR_WEIGHT_BELOW_FLOOR
 
 
-def _candidates(user: Caller, filters: SearchFilters) -> QuerySet[Chunk]:
-    chunks = Chunk.objects.live().visible_to(user)
-    if filters.source_ids:
-        chunks = chunks.filter(page__source_id__in=filters.source_ids)
-    if filters.max_age_days is not None:
-        oldest = timezone.now() - timedelta(days=filters.max_age_days)
-        chunks = chunks.filter(page__last_verified_at__gte=oldest)
-    return chunks
-
-
 # What results show of a page: the rest (its body, fingerprints and crawl history)
 # costs more to read and decode than the search's own query.
 CITED_PAGE_FIELDS = (
@@ -183,29 +166,26 @@ def _with_full_rows(hits: list[Hit]) -> list[Hit]:
 
 
 def _vector_hits(
-    query: str, candidates: QuerySet[Chunk], embedder: Embedder, terms: QueryTerms
+    query: str, searchable: Searchable, embedder: Embedder, terms: QueryTerms
 ) -> tuple[list[Hit], list[KeywordHit]]:
-    """Visible chunks whose text has one of the nearest vectors, nearest first,
+    """Chunks in scope whose text has one of the nearest vectors, nearest first,
     and those of them that hold a term of the question, with their keyword scores.
 
-    One query: the HNSW scan, then the visible chunks of the texts it found with
-    their scores (see :func:`nearest_similarities` for the windows).
+    One query: the HNSW scan, then the searchable chunks of the texts it found with
+    their scores (a text with several windows counts by its nearest).
     """
     (vector,) = embedder.embed([query])
-    nearest_sql, nearest_params = nearest_texts(
-        embedder, vector
-    ).query.sql_with_params()
-    chunks_sql, chunks_params = scored_sql(
-        candidates.filter(
-            embed_hash__in=RawSQL("SELECT text_hash FROM nearest_text", ())
-        ),
-        terms,
+    nearest, nearest_params = nearest_sql(
+        embedder.space, embedder.dimensions, vector, limit=CANDIDATES
+    )
+    chunks, chunks_params = scored_sql(
+        searchable, terms, "c.embed_hash IN (SELECT text_hash FROM nearest_text)"
     )
     sql = (
-        f"WITH nearest AS MATERIALIZED ({nearest_sql}), "
+        f"WITH nearest AS MATERIALIZED ({nearest}), "
         "nearest_text AS (SELECT text_hash, 1 - min(distance) AS similarity "
         "FROM nearest GROUP BY text_hash) "
-        f"SELECT c.*, n.similarity FROM ({chunks_sql}) c "
+        f"SELECT c.*, n.similarity FROM ({chunks}) c "
         "JOIN nearest_text n ON n.text_hash = c.embed_hash"
     )
     with connection.cursor() as cursor:
@@ -218,33 +198,15 @@ def _vector_hits(
     return hits, [r for r, _ in rows if r.matched]
 
 
-def nearest_similarities(embedder: Embedder, vector: list[float]) -> dict[str, float]:
-    """Cosine similarity by text hash of the nearest vectors in the embedder's space
-    (a text with several windows counts by its nearest), through its HNSW index.
-
-    pgvector 0.6 filters after the index scan, which returns at most
-    ``hnsw.ef_search`` rows, so each connection keeps that setting above the number
-    fetched (see :func:`search_breadth_set`).
-    """
-    similarity: dict[str, float] = {}
-    for text_hash, distance in nearest_texts(embedder, vector):
-        similarity.setdefault(text_hash, 1.0 - distance)
-    return similarity
-
-
 def search_breadth_set(sender, connection, **kwargs) -> None:
     """``hnsw.ef_search`` for the whole session, set once when Django opens a
-    connection rather than in a transaction around every search."""
+    connection rather than in a transaction around every search.
+
+    pgvector filters after the index scan, which returns at most
+    ``hnsw.ef_search`` rows, so it stays above the number fetched.
+    """
     with connection.cursor() as cursor:
         cursor.execute(f"SET hnsw.ef_search = {int(HNSW_EF_SEARCH)}")
-
-
-def nearest_texts(embedder: Embedder, vector: list[float]) -> QuerySet:
-    """(text hash, cosine distance) of the nearest vectors in the embedder's space,
-    through that space's HNSW index."""
-    return Embedding.objects.nearest(
-        space=embedder.space, dimensions=embedder.dimensions, vector=vector
-    ).values_list("text_hash", "distance")[:CANDIDATES]
 
 
 def _keyword_hits(selected: list[KeywordHit], scored: list[KeywordHit]) -> list[Hit]:

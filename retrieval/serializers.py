@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from retrieval.search import SearchFilters
+from retrieval.searchable import SearchFilters
 
 
 class StrictCharField(serializers.CharField):

@@ -41,6 +41,36 @@ def embedding_index_ensure(*, space: str, dimensions: int) -> str:
     return name
 
 
+def nearest_sql(
+    space: str, dimensions: int, vector: list[float], *, limit: int
+) -> tuple[str, list]:
+    """SQL for (text hash, cosine distance) of the ``limit`` nearest vectors in one
+    space, nearest first, through that space's HNSW index: same cast, same filter
+    as the index (see :func:`embedding_index_ensure`)."""
+    return (
+        f"SELECT text_hash, (vector::vector({int(dimensions)}) <=> %s::vector) "
+        f"AS distance FROM {Embedding._meta.db_table} WHERE space = %s "
+        "ORDER BY distance LIMIT %s",
+        [f"[{','.join(map(str, vector))}]", space, limit],  # pgvector's text form
+    )
+
+
+def nearest_similarities(
+    embedder: Embedder, vector: list[float], *, limit: int
+) -> dict[str, float]:
+    """Cosine similarity by text hash of the ``limit`` nearest vectors in the
+    embedder's space (a text with several windows counts by its nearest)."""
+    statement, params = nearest_sql(
+        embedder.space, embedder.dimensions, vector, limit=limit
+    )
+    similarity: dict[str, float] = {}
+    with connection.cursor() as cursor:
+        cursor.execute(statement, params)
+        for text_hash, distance in cursor.fetchall():
+            similarity.setdefault(text_hash, 1.0 - distance)
+    return similarity
+
+
 def embedding_index_drop(*, space: str) -> None:
     name = embedding_index_name(space)
     with connection.cursor() as cursor:
@@ -103,7 +133,12 @@ def floor_in_force(space: EmbeddingSpace | None) -> float | None:
 
 
 def space_serving() -> EmbeddingSpace | None:
-    return EmbeddingSpace.objects.filter(state=EmbeddingSpace.State.SERVING).first()
+    # Read by every search: raw, it costs a fifth of the ORM's compiling it.
+    spaces = EmbeddingSpace.objects.raw(
+        f"SELECT * FROM {EmbeddingSpace._meta.db_table} WHERE state = %s",
+        [EmbeddingSpace.State.SERVING],  # one at most (a unique constraint)
+    )
+    return next(iter(spaces), None)
 
 
 def _embedder_for(space: EmbeddingSpace) -> Embedder:

@@ -20,7 +20,7 @@ from openai import OpenAIError
 from kbsite.text import STOPWORDS, WORD
 from retrieval.embedder import Embedder
 from retrieval.models import Chunk, EmbeddingSpace, IndexStatistics, Lexeme
-from retrieval.spaces import serving, space_serving
+from retrieval.spaces import nearest_similarities, serving, space_serving
 from sources.models import Page
 
 # Relative change in the number of live chunks that makes the statistics stale.
@@ -142,13 +142,13 @@ def probe_questions(count: int = PROBES) -> list[str]:
 
 def best_similarities(embedder: Embedder, texts: list[str]) -> list[float]:
     """Each text's best cosine similarity to the vectors of live chunks."""
-    from retrieval.search import nearest_similarities
+    from retrieval.search import CANDIDATES
 
     if not texts:
         return []
     best = []
     for vector in embedder.embed(texts):
-        similarity = nearest_similarities(embedder, vector)
+        similarity = nearest_similarities(embedder, vector, limit=CANDIDATES)
         live = Chunk.objects.live().filter(embed_hash__in=similarity)
         hashes = set(live.values_list("embed_hash", flat=True))
         best.append(max((similarity[h] for h in hashes), default=0.0))

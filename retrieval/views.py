@@ -27,7 +27,7 @@ from retrieval.questions import (
     search_run,
     sources_for,
 )
-from retrieval.search import SearchFilters
+from retrieval.searchable import SearchFilters
 from retrieval.serializers import (
     QueryRequestSerializer,
     QueryResponseSerializer,

@@ -6,8 +6,8 @@ from django.test import TestCase
 
 from retrieval.embeddings import get_embedder
 from retrieval.models import Chunk, Embedding
-from retrieval.search import HNSW_EF_SEARCH, nearest_texts
-from retrieval.spaces import embedding_index_ensure, embedding_index_name
+from retrieval.search import HNSW_EF_SEARCH
+from retrieval.spaces import embedding_index_ensure, embedding_index_name, nearest_sql
 from sources.models import Page, Source
 
 
@@ -91,7 +91,11 @@ class SchemaTests(TestCase):
             # order), not whether it pays at this size.
             cursor.execute("SET LOCAL enable_seqscan = off")
             cursor.execute("SET LOCAL enable_sort = off")
-            plan = nearest_texts(embedder, probe).explain()
+            sql, params = nearest_sql(
+                embedder.space, embedder.dimensions, probe, limit=10
+            )
+            cursor.execute(f"EXPLAIN {sql}", params)
+            plan = "\n".join(row[0] for row in cursor.fetchall())
 
         assert embedding_index_name(embedder.space) in plan
 

@@ -21,7 +21,8 @@ from retrieval import search
 from retrieval.answer import NO_EVIDENCE
 from retrieval.models import QueryLog
 from retrieval.questions import _log, question_answer, search_run
-from retrieval.search import SearchFilters, SearchMode, chunks_search
+from retrieval.search import SearchMode, chunks_search
+from retrieval.searchable import SearchFilters
 from sources.models import Page, Source
 from tests.fakes.openai_api import FakeOpenAI
 from tests.world import (
