@@ -10,7 +10,7 @@ from django.db import models
 from django.db.models import F, Func, Q, Value
 from pgvector.django import VectorField
 
-from sources.models import Caller, Page, Source, sees_every_source
+from sources.models import Page
 
 # Markdown link targets and titles carry no words of the text: "[VACUUM](sql-
 # vacuum.html "VACUUM")" is indexed as "[VACUUM]". (PostgreSQL's regex dialect.)
@@ -40,13 +40,6 @@ CHUNK_SEARCH_VECTOR = (
 class ChunkQuerySet(models.QuerySet["Chunk"]):
     def live(self) -> ChunkQuerySet:
         return self.filter(page__status=Page.Status.LIVE)
-
-    def visible_to(self, user: Caller) -> ChunkQuerySet:
-        """Chunks of the sources the user may see (``Source.objects.visible_to``)."""
-        if sees_every_source(user):
-            return self
-        sources = Source.objects.visible_to(user)
-        return self.filter(page__source__in=sources.values("pk"))
 
 
 class Chunk(models.Model):

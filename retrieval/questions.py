@@ -16,11 +16,11 @@ from django.utils import timezone
 from kbsite.parallel import after, beside
 from retrieval.answer import Answer, Passage, answer_compose
 from retrieval.chunking import SEPARATOR
-from retrieval.models import Caller, Chunk, QueryLog
+from retrieval.models import Chunk, QueryLog
 from retrieval.search import Hit, SearchMode, SearchResult, chunks_search
 from retrieval.searchable import NO_FILTERS, SearchFilters
 from retrieval.spans import cut, excerpt, unmark
-from sources.models import Page, Source
+from sources.models import Caller, Page, Source
 
 EXCERPT_CHARS = 300
 

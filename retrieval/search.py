@@ -26,7 +26,7 @@ from retrieval.keywords import (
     query_terms,
     scored_sql,
 )
-from retrieval.models import Caller, Chunk, EmbeddingSpace
+from retrieval.models import Chunk, EmbeddingSpace
 from retrieval.searchable import (
     NO_FILTERS,
     Searchable,
@@ -34,6 +34,7 @@ from retrieval.searchable import (
     searchable_chunks,
 )
 from retrieval.spaces import floor_in_force, nearest_sql, serving
+from sources.models import Caller
 
 # Reciprocal rank fusion: each list adds weight / (RRF_K + rank). The constant and
 # the weights were tuned on the PostgreSQL manual's golden set and checked on the

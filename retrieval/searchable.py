@@ -15,7 +15,7 @@ from datetime import timedelta
 from django.utils import timezone
 
 from retrieval.models import Chunk
-from sources.models import Caller, Page, Source, sees_every_source
+from sources.models import Caller, Page, sees_every_source, source_visible_sql
 
 
 @dataclass(frozen=True)
@@ -51,15 +51,13 @@ class Searchable:
 
 
 def searchable_chunks(user: Caller, filters: SearchFilters = NO_FILTERS) -> Searchable:
-    """Chunks of live pages that ``user`` may see (``Source.objects.visible_to``),
-    within ``filters``."""
+    """Chunks of live pages of the sources ``user`` may see, within ``filters``."""
     where = ["p.status = %s"]
     params: list = [Page.Status.LIVE]
     if not sees_every_source(user):
-        sources = Source.objects.visible_to(user).values("pk")
-        sql, visible = sources.query.sql_with_params()
-        where.append(f"p.source_id IN ({sql})")
-        params += visible
+        visible, visible_params = source_visible_sql("p.source_id", user)
+        where.append(visible)
+        params += visible_params
     if filters.source_ids:
         where.append("p.source_id = ANY(%s)")
         params.append(list(filters.source_ids))

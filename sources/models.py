@@ -3,6 +3,7 @@ from __future__ import annotations
 import re
 from datetime import datetime, timedelta
 
+from django.contrib.auth import get_user_model
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.contrib.auth.models import AnonymousUser, Group
 from django.contrib.postgres.fields import ArrayField
@@ -10,6 +11,7 @@ from django.contrib.postgres.indexes import GinIndex
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import ExpressionWrapper, F, Q, Value
+from django.db.models.expressions import RawSQL
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -31,14 +33,40 @@ def sees_every_source(user: Caller) -> bool:
     return user is None or getattr(user, "is_superuser", False)
 
 
+def source_visible_sql(column: str, user: Caller) -> tuple[str, list]:
+    """SQL true when the source whose id is in ``column`` is one ``user`` may see:
+    open to everyone (no allowed groups) or to one of the user's groups.
+
+    The one definition of who sees what (``SourceQuerySet.visible_to`` uses it), in
+    SQL that a search puts in its own queries: compiling it with the ORM cost a
+    search more than a millisecond.
+    """
+    if sees_every_source(user):
+        return "TRUE", []
+    allowed = Source.allowed_groups.through._meta.db_table
+    open_to_all = f"{column} NOT IN (SELECT source_id FROM {allowed})"
+    if user is None or not user.is_authenticated:
+        return open_to_all, []
+    membership = get_user_model()._meta.get_field("groups").remote_field.through
+    assert membership is not None  # a many-to-many field has one
+    member = (
+        f"{column} IN (SELECT a.source_id FROM {allowed} a "
+        f"JOIN {membership._meta.db_table} m ON m.group_id = a.group_id "
+        "WHERE m.user_id = %s)"
+    )
+    return f"({open_to_all} OR {member})", [user.pk]
+
+
 class SourceQuerySet(models.QuerySet["Source"]):
     def visible_to(self, user: Caller) -> SourceQuerySet:
         """Sources open to everyone or to one of the user's groups."""
         if sees_every_source(user):
             return self
-        assert user is not None
-        groups = Group.objects.filter(user__pk=user.pk) if user.is_authenticated else []
-        return self.filter(Q(allowed_groups=None) | Q(allowed_groups__in=groups))
+        condition, params = source_visible_sql("s.id", user)
+        table = Source._meta.db_table
+        return self.filter(
+            pk__in=RawSQL(f"SELECT s.id FROM {table} s WHERE {condition}", params)
+        )
 
 
 class Source(models.Model):

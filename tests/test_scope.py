@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from django.contrib.auth.models import Group, User
+from django.contrib.auth.models import AnonymousUser, Group, User
 
 from ingest.models import Delivery
 from retrieval.questions import search_run
@@ -84,3 +84,66 @@ class GroupScopeTests(IngestWorld):
         assert delivery.outcome == Delivery.Outcome.OUT_OF_SCOPE
         assert not Page.objects.filter(url__contains="/private/").exists()
         assert search_run(query="signing keys", user=None, k=5, log=False) == []
+
+
+class VisibilityTests(IngestWorld):
+    """Who sees which source: the admin's lists, the Ask page's filter and every
+    search's queries use the same condition."""
+
+    @classmethod
+    def setUpTestData(cls):
+        super().setUpTestData()
+        alpha, beta = (
+            Group.objects.create(name="alpha"),
+            Group.objects.create(name="beta"),
+        )
+        cls.both = Source.objects.create(name="Both", seed_urls=f"{INTRANET}/both/")
+        cls.both.allowed_groups.add(alpha, beta)
+        cls.hr = Source.objects.create(name="HR", seed_urls=f"{INTRANET}/hr/")
+        cls.hr.allowed_groups.add(alpha)
+        cls.users = {
+            "alice": User.objects.create_user("alice"),  # alpha and beta
+            "bob": User.objects.create_user("bob"),  # beta
+            "carol": User.objects.create_user("carol"),  # no group
+            "root": User.objects.create_superuser("root"),
+        }
+        cls.users["alice"].groups.add(alpha, beta)
+        cls.users["bob"].groups.add(beta)
+
+    def test_each_caller_sees_the_open_sources_and_those_of_their_groups(self):
+        open_ = self.source.name  # the world's source, open to all
+        seen = {
+            name: sorted(Source.objects.visible_to(user).values_list("name", flat=True))
+            for name, user in {**self.users, "anonymous": AnonymousUser()}.items()
+        }
+
+        assert seen == {
+            "alice": sorted(["Both", "HR", open_]),
+            "bob": sorted(["Both", open_]),
+            "carol": [open_],
+            "root": sorted(["Both", "HR", open_]),
+            "anonymous": [open_],
+        }
+
+    def test_a_search_finds_only_what_its_caller_sees(self):
+        for source, path in [(self.both, "both"), (self.hr, "hr")]:
+            delivery = self.ingest(
+                f"{INTRANET}/{path}/bands",
+                page_html(f"Bands {path}", ("Bands", "Salary bands for the ladder.")),
+            )
+            assert Page.objects.get(url=delivery.url).source == source
+        found = {
+            name: sorted(
+                c.page.url.rsplit("/", 2)[1]
+                for c in search_run(query="salary bands", user=user, k=5, log=False)
+            )
+            for name, user in {**self.users, "anonymous": AnonymousUser()}.items()
+        }
+
+        assert found == {
+            "alice": ["both", "hr"],
+            "bob": ["both"],
+            "carol": [],
+            "root": ["both", "hr"],
+            "anonymous": [],
+        }
