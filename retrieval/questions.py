@@ -195,20 +195,30 @@ def _log(
 ) -> int:
     """The question's log row. Its commit does not wait for the WAL to reach the
     disk: a crash of the server may lose the last fraction of a second of the log,
-    and no asker waits for an fsync."""
-    with transaction.atomic():
-        with connection.cursor() as cursor:
-            cursor.execute("SET LOCAL synchronous_commit = off")
-        return QueryLog.objects.create(
-            kind=kind,
-            text=text[:5000],
-            answer=answer,
-            user_id=user.pk if user is not None and user.is_authenticated else None,
-            chunk_ids=result.chunk_ids,
-            scores=[round(h.score, 6) for h in result.hits],
-            abstained=result.abstained,
-            latency_ms=latency_ms,
-        ).pk
+    and no asker waits for an fsync.
+
+    Written as SQL: the ORM's compiling of the insert took a millisecond of the
+    interpreter's time, which the thread answering the request then waited for.
+    """
+    row = {
+        "kind": kind,
+        "text": text[:5000],
+        "answer": answer,
+        "user_id": user.pk if user is not None and user.is_authenticated else None,
+        "chunk_ids": result.chunk_ids,
+        "scores": [round(h.score, 6) for h in result.hits],
+        "abstained": result.abstained,
+        "latency_ms": latency_ms,
+        "created_at": timezone.now(),
+    }
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SET LOCAL synchronous_commit = off")
+        cursor.execute(
+            f"INSERT INTO {QueryLog._meta.db_table} ({', '.join(row)}) "
+            f"VALUES ({', '.join(['%s'] * len(row))}) RETURNING id",
+            list(row.values()),
+        )
+        return cursor.fetchone()[0]
 
 
 def query_feedback_record(*, log_id: int, user: Caller, helpful: bool) -> bool:

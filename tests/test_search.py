@@ -80,6 +80,9 @@ class HybridSearchTests(HarborWorld):
         assert result.abstained
         assert result.answer == NO_EVIDENCE
         assert result.citations == [] and result.chunk_ids == []
+        log = QueryLog.objects.get(pk=result.log_id)
+        assert (log.kind, log.abstained, log.answer) == ("query", True, NO_EVIDENCE)
+        assert (log.chunk_ids, log.scores, log.user) == ([], [], self.reader)
 
     def test_no_page_fills_the_results_alone(self):
         result = chunks_search(query="queue", user=self.reader, k=10, per_page=1)
