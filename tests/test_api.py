@@ -11,8 +11,9 @@ from django.contrib.auth.models import User
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from rest_framework.authtoken.models import Token
-from rest_framework.test import APIClient
+from rest_framework.test import APIClient, APIRequestFactory
 
+from kbsite.authentication import TokenAuthentication
 from tests.world import HarborWorld, harbor_load, harbor_url
 
 CITATION_FIELDS = {"url", "section_url", "title", "heading", "excerpt", "score",
@@ -158,13 +159,38 @@ class ApiTests(HarborWorld):
     def test_a_wrong_token_gets_401(self):
         self.api.credentials(HTTP_AUTHORIZATION="Token nope")
 
-        assert self.query({"question": "x"}).status_code == 401
+        response = self.query({"question": "x"})
+        assert response.status_code == 401
+        assert response.json()["detail"] == "Invalid token."
+
+    def test_the_token_of_an_inactive_user_gets_401(self):
+        User.objects.filter(pk=self.user.pk).update(is_active=False)
+
+        response = self.query({"question": "x"})
+        assert response.status_code == 401
+        assert response.json()["detail"] == "User inactive or deleted."
+
+    def test_a_token_authenticates_its_own_user_in_one_query(self):
+        other = User.objects.create_user("other")
+        Token.objects.create(user=other)
+        request = APIRequestFactory().get(
+            "/", HTTP_AUTHORIZATION=f"Token {self.token.key}"
+        )
+        with CaptureQueriesContext(connection) as queries:
+            user, token = TokenAuthentication().authenticate(request)
+
+        assert len(queries) == 1
+        assert (user, user.username, token, token.user) == (
+            self.user, "app", self.token, self.user,
+        )  # fmt: skip
+        assert token.created == self.token.created
 
     def test_the_schema_documents_both_endpoints(self):
         schema = self.api.get("/api/schema/", {"format": "json"}).json()
 
         assert {"/api/query/", "/api/search/"} <= set(schema["paths"])
         assert "QueryResponse" in schema["components"]["schemas"]
+        assert schema["components"]["securitySchemes"]["tokenAuth"]["in"] == "header"
 
 
 @pytest.mark.slow
