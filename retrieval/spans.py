@@ -153,7 +153,7 @@ def _introduces(found: list[Block], index: int, sentence: str) -> bool:
     return (
         block.kind == "prose"
         and sentence.rstrip().endswith(":")
-        and _sentences(block.text)[-1:] == [sentence]
+        and _sentences(block.text)[-1:] == (sentence,)
         and index + 1 < len(found)
         and found[index + 1].kind in {"code", "table", "list"}
     )
@@ -161,7 +161,7 @@ def _introduces(found: list[Block], index: int, sentence: str) -> bool:
 
 def _candidates(block: Block) -> list[str]:
     if block.kind == "prose":
-        return _sentences(block.text)
+        return list(_sentences(block.text))
     if block.kind == "term":
         return [" ".join(block.text.split())]
     if block.kind == "list":
@@ -169,10 +169,12 @@ def _candidates(block: Block) -> list[str]:
     return []
 
 
-def _sentences(text: str) -> list[str]:
+@lru_cache(maxsize=4096)
+def _sentences(text: str) -> tuple[str, ...]:
     # Link targets go first: a sentence end inside a link's title would cut it.
+    # Cached: a span looks at a block's sentences several times.
     flat = " ".join(clean_inline(text).split())
-    return [s.strip() for s in sentences(flat) if s.strip()]
+    return tuple(s.strip() for s in sentences(flat) if s.strip())
 
 
 def _items(text: str) -> list[str]:
