@@ -140,7 +140,9 @@ def hnsw_recall(queries: list[str], k: int = 10) -> float:
                     embedder.space, embedder.dimensions, vector, limit=k
                 )
                 cursor.execute(sql, params)
-                top.append(set(cursor.fetchall()))  # (text, distance): a vector
+                # (text hash, distance) names one vector: a text's windows differ
+                # in distance.
+                top.append(set(cursor.fetchall()))
         found += len(top[0] & top[1])
     return found / (k * len(queries))
 

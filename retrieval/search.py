@@ -15,6 +15,7 @@ from django.conf import settings
 from django.db import connection
 
 from kbsite.parallel import beside
+from kbsite.sqlrows import columns, model_from_row
 from retrieval.embedder import Embedder
 from retrieval.evidence import Evidence, evidence_weigh
 from retrieval.keywords import (
@@ -150,11 +151,8 @@ CITED_PAGE_FIELDS = (
 _CHUNK_FIELDS = [f for f in Chunk._meta.concrete_fields if f.name != "search_document"]
 _PAGE_FIELDS = [f for f in Page._meta.concrete_fields if f.name in CITED_PAGE_FIELDS]
 _FULL_ROWS_SQL = (
-    "SELECT "
-    + ", ".join([f"c.{f.column}" for f in _CHUNK_FIELDS])
-    + ", "
-    + ", ".join([f"p.{f.column}" for f in _PAGE_FIELDS])
-    + f" FROM {Chunk._meta.db_table} c JOIN {Page._meta.db_table} p "
+    f"SELECT {columns(_CHUNK_FIELDS, 'c')}, {columns(_PAGE_FIELDS, 'p')} "
+    f"FROM {Chunk._meta.db_table} c JOIN {Page._meta.db_table} p "
     "ON p.id = c.page_id WHERE c.id = ANY(%s)"
 )
 
@@ -162,19 +160,16 @@ _FULL_ROWS_SQL = (
 def _with_full_rows(hits: list[Hit]) -> list[Hit]:
     """The chosen hits with their text and what is cited of their page.
 
-    Written as SQL, the rows made into models as the ORM makes them (``from_db``,
-    the fields not read deferred): compiling the ORM's query took longer than
-    running it.
+    Written as SQL (see ``kbsite.sqlrows``): compiling the ORM's query took longer
+    than running it.
     """
     with connection.cursor() as cursor:
         cursor.execute(_FULL_ROWS_SQL, [[h.pk for h in hits]])
         fetched = cursor.fetchall()
-    chunk_names = [f.attname for f in _CHUNK_FIELDS]
-    page_names = [f.attname for f in _PAGE_FIELDS]
     rows: dict[int, Chunk] = {}
     for row in fetched:
-        chunk = Chunk.from_db(connection.alias, chunk_names, row[: len(chunk_names)])
-        chunk.page = Page.from_db(connection.alias, page_names, row[len(chunk_names) :])
+        chunk = model_from_row(Chunk, _CHUNK_FIELDS, row[: len(_CHUNK_FIELDS)])
+        chunk.page = model_from_row(Page, _PAGE_FIELDS, row[len(_CHUNK_FIELDS) :])
         rows[chunk.pk] = chunk
     # A page re-chunked since the ranking read its rows has lost those chunks.
     hits = [hit for hit in hits if hit.pk in rows]

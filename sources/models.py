@@ -15,6 +15,7 @@ from django.db.models.expressions import RawSQL
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from kbsite.sqlrows import many_to_many
 from sources import schedule
 from sources.change_rate import CHECKS_KEPT
 
@@ -43,18 +44,17 @@ def source_visible_sql(column: str, user: Caller) -> tuple[str, list]:
     """
     if sees_every_source(user):
         return "TRUE", []
-    allowed = Source.allowed_groups.through._meta.db_table
-    open_to_all = f"{column} NOT IN (SELECT source_id FROM {allowed})"
+    allowed, source, group = many_to_many(Source, "allowed_groups")
+    open_to_all = f"{column} NOT IN (SELECT {source} FROM {allowed})"
     if user is None or not user.is_authenticated:
         return open_to_all, []
-    membership = get_user_model()._meta.get_field("groups").remote_field.through
-    assert membership is not None  # a many-to-many field has one
-    member = (
-        f"{column} IN (SELECT a.source_id FROM {allowed} a "
-        f"JOIN {membership._meta.db_table} m ON m.group_id = a.group_id "
-        "WHERE m.user_id = %s)"
+    membership, member, member_group = many_to_many(get_user_model(), "groups")
+    in_a_group = (
+        f"{column} IN (SELECT a.{source} FROM {allowed} a "
+        f"JOIN {membership} m ON m.{member_group} = a.{group} "
+        f"WHERE m.{member} = %s)"
     )
-    return f"({open_to_all} OR {member})", [user.pk]
+    return f"({open_to_all} OR {in_a_group})", [user.pk]
 
 
 class SourceQuerySet(models.QuerySet["Source"]):

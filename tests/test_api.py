@@ -49,17 +49,23 @@ class ApiTests(HarborWorld):
         assert all(isinstance(i, int) for i in data["chunk_ids"])
 
     def test_the_number_of_queries_does_not_grow_with_the_results(self):
-        question = {"q": "How do I pause a queue?"}
-        self.api.get("/api/search/", {**question, "k": 1})  # sessions, tokens
-        counts = {}
-        for k in (1, 8):
-            with CaptureQueriesContext(connection) as queries:
-                response = self.api.get("/api/search/", {**question, "k": k})
-            assert len(response.json()["results"]) == k
-            counts[k] = len(queries)
+        question = "How do I pause a queue?"
+        requests = {
+            "search": lambda k: self.api.get("/api/search/", {"q": question, "k": k}),
+            "query": lambda k: self.query({"question": question, "k": k}),
+        }
+        for name, request in requests.items():
+            request(1)  # sessions, tokens
+            counts = {}
+            for k in (1, 5):
+                with CaptureQueriesContext(connection) as queries:
+                    data = request(k).json()
+                cited = data["results"] if name == "search" else data["citations"]
+                assert len(cited) == k if name == "search" else cited
+                counts[k] = len(queries)
 
-        # A field of a cited page left unread would cost a query per citation.
-        assert counts[1] == counts[8]
+            # A field of a cited page left unread would cost a query per citation.
+            assert counts[1] == counts[5], name
 
     def test_a_citation_links_to_its_section_when_the_page_names_it(self):
         self.ingest(

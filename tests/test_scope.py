@@ -87,8 +87,8 @@ class GroupScopeTests(IngestWorld):
 
 
 class VisibilityTests(IngestWorld):
-    """Who sees which source: the admin's lists, the Ask page's filter and every
-    search's queries use the same condition."""
+    """Who sees which source: the Ask page's source filter and every search's
+    queries use the same condition."""
 
     @classmethod
     def setUpTestData(cls):

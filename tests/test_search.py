@@ -19,10 +19,11 @@ from django.test import override_settings
 from kbsite.parallel import settle
 from retrieval import search
 from retrieval.answer import NO_EVIDENCE
+from retrieval.keywords import KeywordHit, keyword_ranked, query_terms, scored_sql
 from retrieval.models import QueryLog
 from retrieval.questions import _log, question_answer, search_run
 from retrieval.search import SearchMode, chunks_search
-from retrieval.searchable import SearchFilters
+from retrieval.searchable import SearchFilters, searchable_chunks
 from sources.models import Page, Source
 from tests.fakes.openai_api import FakeOpenAI
 from tests.world import (
@@ -92,11 +93,21 @@ class HybridSearchTests(HarborWorld):
 
     def test_search_can_be_limited_to_sources_and_to_fresh_pages(self):
         other = Source.objects.get(name="Example docs")
-        elsewhere = SearchFilters(source_ids=(other.pk,))
-        assert search_run(query="queue", user=self.reader, k=5, filters=elsewhere) == []
+
+        def found(**filters) -> set[int]:
+            return {
+                c.page.source_id
+                for c in search_run(query="queue", user=self.reader, k=5,
+                                    filters=SearchFilters(**filters))
+            }  # fmt: skip
+
+        assert found(source_ids=(self.harbor.pk,)) == {self.harbor.pk}
+        assert found(source_ids=(self.harbor.pk, other.pk)) == {self.harbor.pk}
+        assert found(source_ids=(other.pk,)) == set()
+        assert found(max_age_days=30) == {self.harbor.pk}
         self.harbor.pages.update(last_verified_at="2020-01-01T00:00:00Z")
-        stale = SearchFilters(max_age_days=30)
-        assert search_run(query="queue", user=self.reader, k=5, filters=stale) == []
+        assert found(max_age_days=30) == set()
+        assert found(max_age_days=36500) == {self.harbor.pk}
 
     def test_every_query_is_logged_with_what_it_retrieved(self):
         search_run(query="pause a queue", user=self.reader, k=3)
@@ -393,3 +404,53 @@ class RareTermTests(HarborWorld):
         first = result.hits[0].chunk
         assert first.page.url == harbor_url("storage")
         assert "zyxwal" in first.text
+
+    def test_a_word_of_the_heading_path_outranks_the_same_word_in_text(self):
+        # "zorbix" once in each chunk: in the path (the page's title) of one, in
+        # the text of the other, which are otherwise alike.
+        ingest_markdown(
+            harbor_url("zorbix"),
+            "# Zorbix\n\n## Limits\n\nEach holder keeps at most ten items.\n",
+        )
+        ingest_markdown(
+            harbor_url("holders"),
+            "# Holders\n\n## Limits\n\nEach zorbix keeps at most ten items.\n",
+        )
+
+        result = chunks_search(query="zorbix", user=None, k=2,
+                               mode=SearchMode.KEYWORD)  # fmt: skip
+
+        assert [h.chunk.page.url for h in result.hits] == [
+            harbor_url("zorbix"), harbor_url("holders"),
+        ]  # fmt: skip
+        assert result.hits[0].score > result.hits[1].score
+
+    def test_an_identifier_is_held_only_where_its_words_are_adjacent(self):
+        ingest_markdown(
+            harbor_url("apart"),
+            "# Apart\n\nThe max number of open connections is set elsewhere.\n",
+        )
+        ingest_markdown(
+            harbor_url("adjacent"),
+            "# Adjacent\n\nSet max_connections to 100 for this.\n",
+        )
+        pages = {
+            url: Page.objects.get(url=harbor_url(url)).pk
+            for url in ("apart", "adjacent")
+        }
+        terms = query_terms("max_connections")
+        sql, params = scored_sql(
+            searchable_chunks(None),
+            terms,
+            "c.page_id = ANY(%s)",
+            [list(pages.values())],
+        )
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            rows = [KeywordHit(*row) for row in cursor.fetchall()]
+        matched = {row.page_id: row.matched for row in rows}
+        selected = keyword_ranked(searchable_chunks(None), terms)
+
+        assert terms.terms[0].lexemes == 2, "searched as a phrase"
+        assert matched == {pages["apart"]: 0, pages["adjacent"]: 1}
+        assert [row.page_id for row in selected] == [pages["adjacent"]]
