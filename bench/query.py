@@ -177,6 +177,16 @@ def timed(request: urllib.request.Request) -> float:
     return (time.perf_counter() - started) * 1000
 
 
+def reference_ms() -> float:
+    """Milliseconds of a fixed piece of interpreter work, median of five."""
+    took = []
+    for _ in range(5):
+        started = time.perf_counter()
+        sum(i * i for i in range(1_000_000))
+        took.append((time.perf_counter() - started) * 1000)
+    return statistics.median(took)
+
+
 def latency(args) -> None:
     django_fresh(keep=args.reuse, database=LATENCY_DB, EMBEDDING_BACKEND="hashing")
     paragraphs, headings = paragraphs_and_headings()
@@ -213,6 +223,10 @@ def latency(args) -> None:
                 f"p50 {statistics.median(times):.1f} ms, "
                 f"p95 {times[int(0.95 * len(times)) - 1]:.1f} ms"
             )
+        # The same machine's speed swings by a third from one minute to the next
+        # (a shared host): a fixed piece of work, timed after the runs, tells a
+        # slow minute from slow code.
+        print(f"reference work: {reference_ms():.0f} ms (median of 5)")
     finally:
         stop_cluster(server)
 
