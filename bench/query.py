@@ -12,7 +12,8 @@ new server up; it also compares the HNSW top 10 with an exact scan.
 ``quality`` ingests the manual's 1,169 pages through a real worker cluster and scores
 ``bench/pg_golden.jsonl`` (64 questions: how-to, facts, identifiers, unanswerable)
 with vector-only, keyword-only and hybrid retrieval, for each embedding backend
-(switching with the same code as ``manage.py reembed``).
+(switching with the same code as ``manage.py reembed``), and the HNSW recall of the
+golden questions in each backend's space.
 """
 
 from __future__ import annotations
@@ -306,6 +307,11 @@ def quality(args) -> None:
                 f"chunk texts embedded, {done.rechunked} pages re-chunked in "
                 f"{time.perf_counter() - started:.0f} s; learned floor "
                 f"{space.floor if space else None}"
+            )
+            questions = [g.question for golden in goldens.values() for g in golden]
+            print(
+                f"HNSW recall@10 against an exact scan, {len(questions)} golden "
+                f"questions: {hnsw_recall(questions):.3f}"
             )
             print(HEADER)
             details = {}
