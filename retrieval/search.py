@@ -54,8 +54,8 @@ CANDIDATES = 100
 # vectors (bench.query latency, 200 questions) 400 0.992, 300 0.985, 200 0.968; over
 # the 33,273 local-model vectors of both golden sites (their 124 questions) 400
 # 0.990, 300 0.988, 200 0.984, 100 0.966. The golden sets scored the same at 200 as
-# at 300, and a search over HTTP took about 4 ms less at p50 and p95. pgvector 0.6 returns at most this
-# many rows before filtering, so it stays above CANDIDATES.
+# at 300, and a search over HTTP took about 4 ms less at p50 and p95. pgvector 0.6
+# returns at most this many rows before filtering, so it stays above CANDIDATES.
 HNSW_EF_SEARCH = 200
 
 
