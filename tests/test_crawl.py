@@ -521,3 +521,22 @@ class RestartTests(CrawlWorld):
         assert self.site.requested("/docs/b.html") == 1
         assert self.site.requested("/docs/a.html") == 2
         assert crawl.state == Crawl.State.DONE
+
+
+def test_http_dates_are_read_once_for_last_modified_and_retry_after():
+    from datetime import UTC, datetime, timedelta
+    from email.utils import format_datetime
+
+    from ingest.crawl.fetchers import http_date, retry_after_seconds
+
+    assert http_date("Wed, 21 Oct 2026 07:28:00 GMT") == datetime(
+        2026, 10, 21, 7, 28, tzinfo=UTC
+    )
+    # Malformed, missing, or with no time zone ("-0000"): not a date to trust.
+    assert http_date("yesterday") is None and http_date("") is None
+    assert http_date("Wed, 21 Oct 2026 07:28:00 -0000") is None
+    soon = format_datetime(timezone.now() + timedelta(seconds=120), usegmt=True)
+    assert 100 < retry_after_seconds(soon) <= 120
+    assert retry_after_seconds(" 30 ") == 30.0
+    assert retry_after_seconds("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0, "past"
+    assert retry_after_seconds("soon") is None and retry_after_seconds(None) is None

@@ -7,7 +7,6 @@ from __future__ import annotations
 import gzip
 import uuid
 from datetime import datetime
-from email.utils import parsedate_to_datetime
 
 from django.db import transaction
 
@@ -15,7 +14,7 @@ from ingest import wire
 from ingest.crawl import admission, results
 from ingest.crawl.admission import Found
 from ingest.crawl.context import Context, Reached, Stop
-from ingest.crawl.fetchers import media_type_wanted
+from ingest.crawl.fetchers import http_date, media_type_wanted
 from ingest.crawl.reading import held_links
 from ingest.models import CrawlUrl
 from ingest.queueing import delivery_receive
@@ -84,7 +83,7 @@ def _deliver(
             content_type=content_type,
             etag=response.etag,
             last_modified=response.last_modified,
-            site_modified_at=_modified(response.last_modified) or row.lastmod,
+            site_modified_at=http_date(response.last_modified) or row.lastmod,
         )
         raw = gzip.compress(body, compresslevel=5) if body else b""
         delivery_id, _ = delivery_receive(
@@ -116,16 +115,6 @@ def _links_admit(ctx: Context, row: CrawlUrl, links: list[str]) -> None:
         admission.urls_admit(
             crawl=ctx.crawl, found=found, scope=ctx.scope, known=ctx.known
         )
-
-
-def _modified(value: str) -> datetime | None:
-    if not value:
-        return None
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return when if when.tzinfo else None
 
 
 def url_fail(

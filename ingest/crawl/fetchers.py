@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from datetime import datetime
 from email.utils import parsedate_to_datetime
 from typing import Any, Protocol
 
@@ -96,6 +97,18 @@ def media_type_wanted(media_type: str, url: str) -> bool:
     return media_type == "text/plain" and path.endswith((".md", ".markdown"))
 
 
+def http_date(value: str | None) -> datetime | None:
+    """An HTTP date (Last-Modified, Retry-After) as an aware datetime; None when
+    missing, malformed or without a time zone."""
+    if not value:
+        return None
+    try:
+        when = parsedate_to_datetime(value.strip())
+    except (TypeError, ValueError):
+        return None
+    return when if when.tzinfo else None
+
+
 def retry_after_seconds(value: str | None) -> float | None:
     """Retry-After as seconds: a number, or an HTTP date."""
     if not value:
@@ -103,11 +116,8 @@ def retry_after_seconds(value: str | None) -> float | None:
     value = value.strip()
     if value.isdigit():
         return float(value)
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(when.timestamp() - time.time(), 0.0)
+    when = http_date(value)
+    return None if when is None else max(when.timestamp() - time.time(), 0.0)
 
 
 def user_agent() -> str:
