@@ -20,6 +20,7 @@ from openai import OpenAIError
 from kbsite.text import STOPWORDS, WORD
 from retrieval.embedder import Embedder
 from retrieval.models import Chunk, EmbeddingSpace, IndexStatistics, Lexeme
+from retrieval.search import CANDIDATES
 from retrieval.spaces import nearest_similarities, serving, space_serving
 from sources.models import Page
 
@@ -142,8 +143,6 @@ def probe_questions(count: int = PROBES) -> list[str]:
 
 def best_similarities(embedder: Embedder, texts: list[str]) -> list[float]:
     """Each text's best cosine similarity to the vectors of live chunks."""
-    from retrieval.search import CANDIDATES
-
     if not texts:
         return []
     best = []
