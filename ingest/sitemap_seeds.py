@@ -14,9 +14,15 @@ source's ``max_pages``; reading stops once that many are found.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from urllib.parse import urljoin
 
-from ingest.crawl.fetchers import DirectFetcher, Fetcher, FetchError, Response
+from ingest.crawl.fetchers import (
+    MAX_REDIRECTS,
+    DirectFetcher,
+    Fetcher,
+    FetchError,
+    Response,
+    get_following,
+)
 from ingest.crawl.robots import origin_of
 from ingest.discovery import source_urls_push
 from ingest.recrawl import RecrawlPlan
@@ -27,8 +33,6 @@ from sources.scope import source_covers
 
 # Sitemap files read for one source (an index and its children count alike).
 MAX_SITEMAPS = 50
-# Redirects followed for one file.
-MAX_REDIRECTS = 5
 
 
 @dataclass
@@ -116,14 +120,12 @@ def _sitemap_read(fetcher: Fetcher, url: str, found: SitemapSeeds) -> Sitemap | 
 
 def _get(fetcher: Fetcher, url: str, found: SitemapSeeds) -> Response | None:
     """The answer at ``url`` after at most MAX_REDIRECTS redirects, or None."""
-    for _ in range(MAX_REDIRECTS + 1):
-        try:
-            response = fetcher.get(url, raw=True)
-        except FetchError as error:
-            found.errors.append(f"{url}: {error}")
-            return None
-        if not response.is_redirect or fetcher.follows_redirects:
-            return response
-        url = urljoin(url, response.location)
-    found.errors.append(f"{url}: more than {MAX_REDIRECTS} redirects")
-    return None
+    try:
+        response = get_following(fetcher, url)
+    except FetchError as error:
+        found.errors.append(f"{url}: {error}")
+        return None
+    if response.is_redirect and not fetcher.follows_redirects:
+        found.errors.append(f"{url}: more than {MAX_REDIRECTS} redirects")
+        return None
+    return response

@@ -540,3 +540,29 @@ def test_http_dates_are_read_once_for_last_modified_and_retry_after():
     assert retry_after_seconds(" 30 ") == 30.0
     assert retry_after_seconds("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0, "past"
     assert retry_after_seconds("soon") is None and retry_after_seconds(None) is None
+
+
+def test_a_sites_own_files_are_fetched_through_at_most_five_redirects():
+    from ingest.crawl.fetchers import MAX_REDIRECTS, Response, get_following
+
+    class Hops:
+        """/0 redirects to /1, and so on up to /{last}, which answers 200."""
+
+        follows_redirects, hosted = False, False
+
+        def __init__(self, last: int) -> None:
+            self.last, self.asked = last, []
+
+        def get(self, url: str, *, raw: bool = False, **_) -> Response:
+            self.asked.append(url)
+            n = int(url.rsplit("/", 1)[1])
+            if n == self.last:
+                return Response(url=url, status=200, body=b"ok")
+            return Response(url=url, status=301, location=f"/{n + 1}")
+
+    near = Hops(last=MAX_REDIRECTS)
+    assert get_following(near, "https://example.com/0").body == b"ok"
+    assert near.asked[-1] == f"https://example.com/{MAX_REDIRECTS}"
+    far = Hops(last=MAX_REDIRECTS + 1)
+    answer = get_following(far, "https://example.com/0")
+    assert answer.is_redirect and len(far.asked) == MAX_REDIRECTS + 1

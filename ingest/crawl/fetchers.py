@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from email.utils import parsedate_to_datetime
 from typing import Any, Protocol
+from urllib.parse import urljoin
 
 import httpx2
 from django.conf import settings
@@ -118,6 +119,23 @@ def retry_after_seconds(value: str | None) -> float | None:
         return float(value)
     when = http_date(value)
     return None if when is None else max(when.timestamp() - time.time(), 0.0)
+
+
+# Redirects followed from one URL: for a file of the site's own (robots.txt, a
+# sitemap) by ``get_following``; for a page hop by hop, each checked
+# (``ingest.crawl.hops``).
+MAX_REDIRECTS = 5
+
+
+def get_following(fetcher: Fetcher, url: str) -> Response:
+    """The raw answer at ``url``, after at most MAX_REDIRECTS redirects: still a
+    redirect if there were more. Raises FetchError."""
+    for _ in range(MAX_REDIRECTS):
+        response = fetcher.get(url, raw=True)
+        if not response.is_redirect or fetcher.follows_redirects:
+            return response
+        url = urljoin(url, response.location)
+    return fetcher.get(url, raw=True)
 
 
 def user_agent() -> str:

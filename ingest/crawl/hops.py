@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from ingest.crawl import claims
 from ingest.crawl.context import Again, Context, Reached, Stop
-from ingest.crawl.fetchers import FetchError, Response
+from ingest.crawl.fetchers import MAX_REDIRECTS, FetchError, Response
 from ingest.crawl.reading import page_read
 from ingest.crawl.robots import RobotsUnreachable, origin_of
 from ingest.crawl.safety import Refused, address_refusal, scheme_refusal
@@ -21,7 +21,6 @@ from ingest.models import CrawlUrl
 from kbsite.canonical import canonical_url
 from sources.models import Page
 
-MAX_REDIRECTS = 5
 Result = CrawlUrl.Result
 
 

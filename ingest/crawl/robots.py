@@ -9,19 +9,18 @@ on it is tried again later. Redirects are followed, at most five.
 from __future__ import annotations
 
 from datetime import timedelta
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 from protego import Protego
 
-from ingest.crawl.fetchers import Fetcher, FetchError
+from ingest.crawl.fetchers import Fetcher, FetchError, get_following
 from ingest.models import CrawlHost
 
 TTL = timedelta(hours=24)
 MAX_BYTES = 500 * 1024  # RFC 9309: at least 500 KiB must be read
-MAX_REDIRECTS = 5
 
 
 class RobotsUnreachable(Exception):
@@ -68,11 +67,7 @@ class RobotsCache:
         url = origin + "/robots.txt"
         status, text = 0, ""
         try:
-            for _ in range(MAX_REDIRECTS + 1):
-                response = self.fetcher.get(url, raw=True)
-                if not response.is_redirect:
-                    break
-                url = urljoin(url, response.location)
+            response = get_following(self.fetcher, url)
             status = response.status
         except FetchError as exc:
             raise RobotsUnreachable(
