@@ -29,6 +29,7 @@ from retrieval.keywords import (
 )
 from retrieval.models import Chunk, EmbeddingSpace
 from retrieval.searchable import (
+    CHUNKS_WITH_PAGES,
     NO_FILTERS,
     Searchable,
     SearchFilters,
@@ -154,8 +155,7 @@ _CHUNK_FIELDS = [f for f in Chunk._meta.concrete_fields if f.name != "search_doc
 _PAGE_FIELDS = [f for f in Page._meta.concrete_fields if f.name in CITED_PAGE_FIELDS]
 _FULL_ROWS_SQL = (
     f"SELECT {columns(_CHUNK_FIELDS, 'c')}, {columns(_PAGE_FIELDS, 'p')} "
-    f"FROM {Chunk._meta.db_table} c JOIN {Page._meta.db_table} p "
-    "ON p.id = c.page_id WHERE c.id = ANY(%s)"
+    f"FROM {CHUNKS_WITH_PAGES} WHERE c.id = ANY(%s)"
 )
 
 
@@ -183,7 +183,7 @@ def _with_full_rows(hits: list[Hit]) -> list[Hit]:
 def _vector_hits(
     query: str, searchable: Searchable, embedder: Embedder, terms: QueryTerms
 ) -> tuple[list[Hit], list[KeywordHit]]:
-    """Chunks in scope whose text has one of the nearest vectors, nearest first,
+    """Searchable chunks whose text has one of the nearest vectors, nearest first,
     and those of them that hold a term of the question, with their keyword scores.
 
     One query: the HNSW scan, then the searchable chunks of the texts it found with

@@ -15,7 +15,7 @@ from datetime import timedelta
 from django.utils import timezone
 
 from retrieval.models import Chunk
-from sources.models import Caller, Page, sees_every_source, source_visible_sql
+from sources.models import Caller, Page, source_visible_sql
 
 
 @dataclass(frozen=True)
@@ -26,8 +26,10 @@ class SearchFilters:
 
 NO_FILTERS = SearchFilters()
 
-CHUNKS = Chunk._meta.db_table
-PAGES = Page._meta.db_table
+# Chunk ``c`` with its page ``p``: what every query of a search reads.
+CHUNKS_WITH_PAGES = (
+    f"{Chunk._meta.db_table} c JOIN {Page._meta.db_table} p ON p.id = c.page_id"
+)
 
 
 @dataclass(frozen=True)
@@ -44,20 +46,16 @@ class Searchable:
         """SELECT ``columns`` of the searchable chunks (and meeting ``condition``)."""
         where = f"{self.where} AND ({condition})" if condition else self.where
         return (
-            f"SELECT {columns} FROM {CHUNKS} c JOIN {PAGES} p ON p.id = c.page_id "
-            f"WHERE {where}",
+            f"SELECT {columns} FROM {CHUNKS_WITH_PAGES} WHERE {where}",
             [*self.params, *params],
         )
 
 
 def searchable_chunks(user: Caller, filters: SearchFilters = NO_FILTERS) -> Searchable:
     """Chunks of live pages of the sources ``user`` may see, within ``filters``."""
-    where = ["p.status = %s"]
-    params: list = [Page.Status.LIVE]
-    if not sees_every_source(user):
-        visible, visible_params = source_visible_sql("p.source_id", user)
-        where.append(visible)
-        params += visible_params
+    visible, visible_params = source_visible_sql("p.source_id", user)
+    where = ["p.status = %s", visible]
+    params: list = [Page.Status.LIVE, *visible_params]
     if filters.source_ids:
         where.append("p.source_id = ANY(%s)")
         params.append(list(filters.source_ids))
