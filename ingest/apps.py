@@ -4,7 +4,7 @@ from typing import Any
 
 from django.apps import AppConfig
 from django.conf import settings
-from django.db.models.signals import post_migrate
+from django.db.models.signals import post_migrate, post_save
 
 from kbsite.schedules import schedules_ensure
 
@@ -35,6 +35,22 @@ def _ensure_schedules(sender: AppConfig, **kwargs: Any) -> None:
     )
 
 
+# What decides which source a URL belongs to (sources.scope).
+SCOPE_FIELDS = frozenset({"seed_urls", "allow_patterns", "deny_patterns"})
+
+
+def _source_saved(
+    sender: type, created: bool, update_fields: frozenset[str] | None, **kwargs: Any
+) -> None:
+    """A new source, or new seeds or patterns, may give pages to another source or
+    to none: every page is checked again once the change commits, whichever screen,
+    command or job made it."""
+    if created or update_fields is None or update_fields & SCOPE_FIELDS:
+        from ingest.rescope import pages_rescope_soon
+
+        pages_rescope_soon()
+
+
 class IngestConfig(AppConfig):
     name = "ingest"
     verbose_name = "Ingest"
@@ -43,3 +59,4 @@ class IngestConfig(AppConfig):
         from ingest import checks, schema  # noqa: F401  (registered on import)
 
         post_migrate.connect(_ensure_schedules, sender=self)
+        post_save.connect(_source_saved, sender="sources.Source")

@@ -5,7 +5,6 @@ page and is pushed once, up to the source's ``max_pages``."""
 from __future__ import annotations
 
 import re
-from urllib.parse import urljoin, urlsplit
 
 from django.conf import settings
 from selectolax.lexbor import LexborHTMLParser
@@ -13,9 +12,9 @@ from selectolax.lexbor import LexborHTMLParser
 from ingest import wire
 from ingest.content import Content
 from ingest.recrawl import RecrawlPlan, pages_recrawl
-from kbsite.canonical import canonical_url
+from kbsite.canonical import link_canonical
 from sources.models import Page, Source
-from sources.scope import source_covers
+from sources.scope import ScopeMap
 
 # URLs looked up at once (PostgreSQL takes at most 65,535 parameters a query).
 KNOWN_BATCH = 10_000
@@ -29,12 +28,8 @@ def body_links(*, text: str, markdown: bool, base_url: str) -> list[str]:
     else:
         tree = LexborHTMLParser(text)
         hrefs = [node.attributes.get("href") or "" for node in tree.css("a[href]")]
-    found: dict[str, None] = {}
-    for href in hrefs:
-        url = urljoin(base_url, href.strip())
-        if urlsplit(url).scheme in {"http", "https"}:
-            found[canonical_url(url)] = None
-    return list(found)
+    found = (link_canonical(base_url, href) for href in hrefs)
+    return [url for url in dict.fromkeys(found) if url]
 
 
 def source_links_push(*, source: Source, page: Page, content: Content) -> RecrawlPlan:
@@ -57,10 +52,11 @@ def source_links_push(*, source: Source, page: Page, content: Content) -> Recraw
 def source_urls_push(
     *, source: Source, urls: list[str], exclude: str = ""
 ) -> RecrawlPlan:
-    """Pages (and pushes) for the URLs the source covers that are no page yet, in
-    order, while the source has room (``max_pages``). Known pages keep their own
-    schedule."""
-    wanted = [url for url in urls if url != exclude and source_covers(source, url)]
+    """Pages (and pushes) for the URLs that belong to the source and are no page
+    yet, in order, while the source has room (``max_pages``). Known pages keep
+    their own schedule."""
+    scope = ScopeMap()
+    wanted = [url for url in urls if url != exclude and scope.belongs_to(source, url)]
     known: set[str] = set()
     for start in range(0, len(wanted), KNOWN_BATCH):
         batch = wanted[start : start + KNOWN_BATCH]

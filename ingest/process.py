@@ -1,6 +1,8 @@
 """The delivery job: one delivery, one change to the index, in this order:
 
-1. no source covers the URL, or it is out of its page's source's scope: rejected;
+1. the URL belongs to no source (``sources.scope``): out of scope, or rejected and
+   out of search if it was a page; a page whose URL belongs to another source now
+   moves there first;
 2. ``Original-Status`` 404 or 410: tombstone;
 3. the crawler's status is not 200, or the site's is 4xx/5xx: a failure on the page,
    its content kept;
@@ -37,8 +39,9 @@ from ingest.outcomes import apply_content, apply_gone, apply_not_modified
 from ingest.pipeline import source_content
 from ingest.queueing import delivery_retry_later, error_summary
 from ingest.rederive import source_boilerplate_catch_up
+from ingest.rescope import page_rescope
 from sources.models import Page, Source
-from sources.scope import source_covers, source_for_url
+from sources.scope import ScopeMap
 
 logger = logging.getLogger(__name__)
 
@@ -80,14 +83,21 @@ def delivery_process(*, delivery_id: int) -> Outcome | Delivery.State | None:
 
 
 def _process(delivery: Delivery) -> Outcome:
-    page, pushed = _resolve_page(delivery)
+    scope = ScopeMap()
+    owner = scope.source_for(delivery.url)
+    page, pushed = _resolve_page(delivery, owner)
     if page is None:
         return delivery_finish(
-            delivery, None, Outcome.OUT_OF_SCOPE, _uncovered(delivery.url)
+            delivery, None, Outcome.OUT_OF_SCOPE, _uncovered(delivery.url, scope)
         )
-    if not source_covers(page.source, delivery.url):
-        note = f"out of the scope of source {page.source} (its deny or allow patterns)"
-        return delivery_finish(delivery, None, Outcome.REJECTED, note)
+    if owner is None or owner.pk != page.source_id:
+        page = page_rescope(page=page, owner=owner)
+    if owner is None:
+        note = (
+            f"out of the scope of source {page.source} (its deny or allow "
+            "patterns, or its seeds' directories); the page left search"
+        )
+        return delivery_finish(delivery, page, Outcome.REJECTED, note)
     source_boilerplate_catch_up(source=page.source)
     try:
         if delivery.original_status in GONE_STATUSES:
@@ -105,8 +115,11 @@ def _process(delivery: Delivery) -> Outcome:
     return outcome
 
 
-def _resolve_page(delivery: Delivery) -> tuple[Page | None, Page | None]:
-    """The page this delivery is for, and the page that was pushed if it redirected."""
+def _resolve_page(
+    delivery: Delivery, owner: Source | None
+) -> tuple[Page | None, Page | None]:
+    """The page this delivery is for (made for ``owner``, the source its URL
+    belongs to, if it is new), and the page that was pushed if it redirected."""
     pushed = delivery.push.page if delivery.push is not None else None
     if pushed is not None and pushed.url == delivery.url:
         return pushed, None
@@ -115,20 +128,22 @@ def _resolve_page(delivery: Delivery) -> tuple[Page | None, Page | None]:
     )
     if page is not None:
         return page, pushed
-    source = source_for_url(delivery.url)
-    if source is None:
+    if owner is None:
         return None, None
-    page, _ = Page.objects.get_or_create(url=delivery.url, defaults={"source": source})
+    page, _ = Page.objects.get_or_create(url=delivery.url, defaults={"source": owner})
     return page, pushed
 
 
-def _uncovered(url: str) -> str:
+def _uncovered(url: str, scope: ScopeMap) -> str:
     """Why no source takes the URL, for the editor who may add one (its body is kept
     REJECTED_BODY_KEEP_DAYS days, to be re-queued then)."""
     host = urlsplit(url).hostname
-    for source in Source.objects.only("seed_urls"):
+    for source in scope.sources.values():
         if any(urlsplit(seed).hostname == host for seed in source.seeds):
-            return "no source covers this URL (the sources of its host leave it out)"
+            return (
+                "no source covers this URL (the sources of its host leave it out: "
+                "their seeds' directories, allow or deny patterns)"
+            )
     return "no source covers this host"
 
 

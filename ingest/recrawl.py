@@ -18,15 +18,18 @@ from django.utils import timezone
 from django_q.tasks import async_task
 
 from ingest.crawl.services import crawl_start, page_fetch_queue
-from kbsite.canonical import canonical_url
-from sources.models import Page, Push, Source
+from kbsite.canonical import canonical_url_or_none
+from sources.models import Caller, Page, Push, Source
 from sources.pushing import pages_push_queue, pushes_expire
-from sources.scope import source_covers, source_for_url
+from sources.scope import ScopeMap
 
 # pg_try_advisory_xact_lock key of the planner ("kb plan").
 PLANNER_LOCK = 0x6B62_706C
 SEND_TASK = "sources.tasks.pushes_send_task"
 SITEMAPS_TASK = "ingest.tasks.source_sitemaps_push_task"
+# Who may queue a recrawl (the API, the admin's buttons and actions), of the
+# sources they see: editors who may change sources.
+RECRAWL_PERMISSION = "sources.change_source"
 
 
 @dataclass
@@ -102,20 +105,28 @@ def pages_recrawl(
     return plan
 
 
-def urls_recrawl(*, urls: Iterable[str], source: Source | None = None) -> RecrawlPlan:
-    """Queue these URLs: pages are created for new ones, in the source given or
-    the most specific one covering each URL; URLs no source covers are counted."""
+def urls_recrawl(
+    *, urls: Iterable[str], source: Source | None = None, user: Caller = None
+) -> RecrawlPlan:
+    """Queue these URLs: pages are created for new ones, in the source each URL
+    belongs to (which must be ``source``, if one is given); URLs that belong to no
+    source (or not to ``source``), or cannot be parsed, are counted. A URL of a
+    source hidden from ``user`` counts as one of no source: the same answer."""
     plan = RecrawlPlan()
     ids = []
+    scope = ScopeMap()
+    hidden = set(Source.objects.hidden_from(user).values_list("pk", flat=True))
     with transaction.atomic():
-        for url in dict.fromkeys(canonical_url(u) for u in urls):
-            owner = source if source and source_covers(source, url) else None
-            owner = owner or (None if source else source_for_url(url))
+        for url in dict.fromkeys(canonical_url_or_none(u) for u in urls):
+            owner = scope.source_for(url) if url else None
+            if url is None or owner is None or (source and owner.pk != source.pk):
+                plan.out_of_scope += 1
+                continue
             page = Page.objects.filter(url=url).first()
+            if hidden & {owner.pk, page.source_id if page else owner.pk}:
+                plan.out_of_scope += 1
+                continue
             if page is None:
-                if owner is None:
-                    plan.out_of_scope += 1
-                    continue
                 page = Page.objects.create(url=url, source=owner)
             ids.append(page.pk)
         found = pages_recrawl(pages=Page.objects.filter(pk__in=ids))

@@ -114,7 +114,7 @@ def page_reread(*, page: Page, content: Content) -> None:
     if latest is None:
         return
     for older in history:
-        if latest.kind != Kind.CHANGED or older.kind == Kind.DELETED:
+        if latest.kind != Kind.CHANGED or older.kind in PageVersion.TOMBSTONES:
             break
         if source_restrip(source=page.source, markdown=older.markdown) != (
             content.markdown

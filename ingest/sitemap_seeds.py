@@ -26,10 +26,10 @@ from ingest.crawl.fetchers import (
 from ingest.crawl.robots import origin_of
 from ingest.discovery import source_urls_push
 from ingest.recrawl import RecrawlPlan
-from kbsite.canonical import canonical_url
+from kbsite.canonical import canonical_url_or_none
 from kbsite.sitemaps import Sitemap, SitemapError, origin_sitemaps, sitemap_parse
 from sources.models import Source
-from sources.scope import source_covers
+from sources.scope import ScopeMap
 
 # Sitemap files read for one source (an index and its children count alike).
 MAX_SITEMAPS = 50
@@ -62,6 +62,7 @@ def source_sitemap_urls(
     try:
         queue = _sitemaps_named(source, own, found)
         seen: set[str] = set()
+        scope = ScopeMap()
         covered: dict[str, None] = {}
         while queue and found.sitemaps < MAX_SITEMAPS and len(covered) < wanted:
             url = queue.pop(0)
@@ -75,9 +76,10 @@ def source_sitemap_urls(
             queue += [e.url for e in sitemap.sitemaps]
             found.listed += len(sitemap.pages)
             for entry in sitemap.pages:
-                page_url = canonical_url(entry.url)
-                if source_covers(source, page_url) and len(covered) < wanted:
-                    covered[page_url] = None
+                page_url = canonical_url_or_none(entry.url)
+                if page_url and scope.belongs_to(source, page_url):
+                    if len(covered) < wanted:
+                        covered[page_url] = None
         found.urls = list(covered)
     finally:
         if fetcher is None:

@@ -7,6 +7,7 @@ from ingest.process import delivery_process
 from ingest.queueing import deliveries_bodies_expire, deliveries_requeue_stalled
 from ingest.recrawl import recrawl_due
 from ingest.rederive import source_pages_rederive, sources_boilerplate_refresh
+from ingest.rescope import pages_rescope
 from ingest.sitemap_seeds import source_sitemaps_push
 from sources.models import Source
 
@@ -31,6 +32,10 @@ def source_pages_rederive_task(source_id: int, shapes: list[int]) -> int:
 
 def sources_boilerplate_refresh_task() -> int:
     return sources_boilerplate_refresh()
+
+
+def pages_rescope_task() -> str:
+    return str(pages_rescope())
 
 
 def recrawl_due_task() -> str:

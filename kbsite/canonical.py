@@ -5,7 +5,7 @@ Imports no app, so that every app can use it.
 
 from __future__ import annotations
 
-from urllib.parse import unquote_plus, urlsplit, urlunsplit
+from urllib.parse import unquote_plus, urljoin, urlsplit, urlunsplit
 
 from w3lib.url import canonicalize_url
 
@@ -33,6 +33,28 @@ def canonical_url(url: str) -> str:
         pair for pair in parts.query.split("&") if pair and not _is_tracking(pair)
     )
     return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
+
+
+def canonical_url_or_none(url: str) -> str | None:
+    """``canonical_url(url)``, or None for a URL that has no host or cannot be
+    parsed (``http://[::1``, a port out of range): what a site links to is not
+    to be trusted to parse."""
+    try:
+        return canonical_url(url.strip())
+    except ValueError:
+        return None
+
+
+def link_canonical(base: str, href: str) -> str | None:
+    """The canonical http(s) URL an ``href`` on the page at ``base`` leads to, or
+    None if it leads nowhere this product may go or cannot be parsed."""
+    try:
+        url = urljoin(base, href.strip())
+        if urlsplit(url).scheme not in {"http", "https"}:
+            return None
+    except ValueError:
+        return None
+    return canonical_url_or_none(url)
 
 
 def _is_tracking(pair: str) -> bool:

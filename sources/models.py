@@ -10,7 +10,7 @@ from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
 from django.core.exceptions import ValidationError
 from django.db import models
-from django.db.models import ExpressionWrapper, F, Q, Value
+from django.db.models import ExpressionWrapper, F, Func, Q, Value
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -67,6 +67,20 @@ class SourceQuerySet(models.QuerySet["Source"]):
         return self.filter(
             pk__in=RawSQL(f"SELECT s.id FROM {table} s WHERE {condition}", params)
         )
+
+    def hidden_from(self, user: Caller) -> SourceQuerySet:
+        """The sources ``user`` may not see: none for the system and superusers."""
+        if sees_every_source(user):
+            return self.none()
+        return self.exclude(pk__in=Source.objects.visible_to(user).values("pk"))
+
+
+class EqualsAny(Func):
+    """``value = ANY(array)`` in PostgreSQL: whether the array holds the value."""
+
+    template = "(%(expressions)s))"
+    arg_joiner = " = ANY("
+    output_field = models.BooleanField()
 
 
 class Source(models.Model):
@@ -593,6 +607,23 @@ class Page(models.Model):
         self.failure_count = 0
         self.next_crawl_at = at + self.source.recrawl_max
 
+    def mark_out_of_scope(self, *, at: datetime) -> None:
+        """No source's scope holds the URL any more (a deny pattern, a narrower
+        seed): out of search, its content dropped, never checked again; a later
+        delivery in scope brings it back as a crawl of a new page would."""
+        self.status = self.Status.GONE
+        self.deleted_at = at
+        self.content_hash = ""
+        self.markdown = ""
+        self.raw_body = None
+        self.minhash = None
+        self.minhash_bands = []
+        self.near_duplicate_of = None
+        self.near_duplicate_score = None
+        self.forget_validators()
+        self.last_changed_at = at
+        self.next_crawl_at = None
+
     def mark_rederived(self, *, title: str, markdown: str, digest: str) -> None:
         """New Markdown from the same delivered body (new boilerplate rules or a new
         extractor): the site did not change, so the freshness dates stay."""
@@ -670,6 +701,10 @@ class PageVersion(models.Model):
         DELETED = "deleted", "Tombstoned (404/410)"
         RESTORED = "restored", "Back after a tombstone"
         DUPLICATE = "duplicate", "Became a duplicate of another page"
+        OUT_OF_SCOPE = "out_of_scope", "Left every source's scope"
+
+    # Steps that leave the page without content (nothing to compare).
+    TOMBSTONES = frozenset({Kind.DELETED, Kind.OUT_OF_SCOPE})
 
     page = models.ForeignKey(Page, on_delete=models.CASCADE, related_name="versions")
     kind = models.CharField(max_length=20, choices=Kind.choices)

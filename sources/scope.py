@@ -1,82 +1,127 @@
-"""Which source a URL belongs to: the most specific one whose scope covers it.
+"""Which source a URL belongs to.
 
-A source covers a URL when no deny pattern matches it and either one of its allow
-patterns matches it or, with no allow patterns, it is on a seed's host. Among the
-sources covering a URL, the one with the longest seed prefix of it wins, so
-``/hr/salaries`` belongs to the source seeded at ``/hr/``, never to its neighbour
-seeded at ``/eng/`` on the same host. A URL no source covers belongs to none.
+A source *reaches* a URL under one of its seeds' directories (the seed
+``https://corp.example.com/hr/`` reaches ``/hr/…``, the seed
+``https://corp.example.com/`` the whole host) or, when it has allow patterns, a URL
+one of them matches (the allow patterns then replace the seeds' directories).
+Among the sources reaching a URL the most specific is the one with the longest
+seed directory of it (an allow match breaks a tie, then the oldest source). The URL
+belongs to it, unless it denies the URL: a URL its most specific source denies
+belongs to no source but one whose allow pattern names it (and which does not deny
+it too). A URL no source reaches belongs to none; it is never handed to a
+neighbour.
+
+Every decision is made on the canonical URL (``kbsite.canonical``), the one the
+page is stored under, so no other spelling of a URL (case, default port, dot
+segments, percent-encoding) slips past a pattern or a seed directory.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from kbsite.canonical import canonical_url_or_none
 from sources.models import Source
 
-
-def _site(url: str) -> str:
-    parts = urlsplit(url.strip())
-    return f"{parts.scheme.lower()}://{parts.netloc.lower()}"
+REPEATED_SLASHES = re.compile(r"(?<!:)//+")
 
 
-def _prefix(seed: str) -> str:
-    """The seed's site and directory: ``https://a.example/docs/index.html`` gives
-    ``https://a.example/docs/``."""
-    parts = urlsplit(seed.strip())
-    directory = parts.path.rsplit("/", 1)[0] + "/" if parts.path else "/"
-    return _site(seed) + directory
-
-
-def scope_rank(
-    url: str,
-    *,
-    seeds: Sequence[str],
-    allow: Iterable[re.Pattern],
-    deny: Iterable[re.Pattern],
-) -> tuple[int, int] | None:
-    """How specifically a scope covers ``url`` (greater is more specific), or None
-    if it does not: (an allow pattern matched, length of the longest seed prefix)."""
-    if any(pattern.search(url) for pattern in deny):
+def seed_directory(seed: str) -> str | None:
+    """The canonical site and directory of a seed: ``https://A.example/docs/x.html``
+    gives ``https://a.example/docs/``, ``https://a.example/docs`` the whole site
+    ``https://a.example/``. None for a seed that is not a URL with a host."""
+    canonical = canonical_url_or_none(seed)
+    if canonical is None:
         return None
-    allow = list(allow)
-    allowed = any(pattern.search(url) for pattern in allow)
-    site = _site(url)
-    on_seed_host = any(_site(seed) == site for seed in seeds)
-    if not (allowed or (not allow and on_seed_host)):
-        return None
-    normalized = site + (urlsplit(url).path or "/")
-    prefixes = [len(p) for p in map(_prefix, seeds) if normalized.startswith(p)]
-    return int(allowed), max(prefixes, default=0)
+    parts = urlsplit(canonical)
+    directory = parts.path.rsplit("/", 1)[0] + "/"
+    return f"{parts.scheme}://{parts.netloc}{directory}"
 
 
-def source_covers(source: Source, url: str) -> bool:
-    return (
-        scope_rank(
-            url,
+@dataclass(frozen=True)
+class Scope:
+    """One source's scope, compiled: its seed directories and patterns."""
+
+    source_id: int
+    directories: tuple[str, ...]
+    allow: tuple[re.Pattern, ...]
+    deny: tuple[re.Pattern, ...]
+
+    @classmethod
+    def compile(
+        cls,
+        source_id: int,
+        *,
+        seeds: Iterable[str],
+        allow: Iterable[str | re.Pattern],
+        deny: Iterable[str | re.Pattern],
+    ) -> Scope:
+        return cls(
+            source_id=source_id,
+            directories=tuple(d for d in map(seed_directory, seeds) if d),
+            allow=tuple(re.compile(p) for p in allow),
+            deny=tuple(re.compile(p) for p in deny),
+        )
+
+    @classmethod
+    def of(cls, source: Source) -> Scope:
+        return cls.compile(
+            source.pk,
             seeds=source.seeds,
             allow=source.allow_regexes,
             deny=source.deny_regexes,
         )
-        is not None
-    )
+
+    def allows(self, url: str) -> bool:
+        return any(pattern.search(url) for pattern in self.allow)
+
+    def reach(self, url: str) -> tuple[int, bool] | None:
+        """How specifically this scope reaches the canonical ``url``, its deny
+        patterns aside (greater is more specific), or None if it does not: (the
+        length of its longest seed directory holding the URL, an allow match)."""
+        held = max((len(d) for d in self.directories if url.startswith(d)), default=0)
+        allowed = self.allows(url)
+        reached = allowed if self.allow else held > 0
+        return (held, allowed) if reached else None
+
+    def denies(self, url: str) -> bool:
+        """Whether a deny pattern matches the canonical ``url``, or the same URL with
+        runs of slashes in its path made one (``/hr//private`` is ``/hr/private``
+        to most servers)."""
+        spellings = {url, REPEATED_SLASHES.sub("/", url)}
+        return any(p.search(s) for p in self.deny for s in spellings)
 
 
-def source_for_url(url: str) -> Source | None:
-    """The most specific source covering ``url`` (the oldest on a tie), or None."""
-    best: tuple[tuple[int, int], int] | None = None
-    chosen = None
-    for source in Source.objects.order_by("pk"):
-        rank = scope_rank(
-            url,
-            seeds=source.seeds,
-            allow=source.allow_regexes,
-            deny=source.deny_regexes,
-        )
-        if rank is not None and (best is None or (rank, -source.pk) > best):
-            best, chosen = (rank, -source.pk), source
-    return chosen
+def scope_owner(url: str, scopes: Sequence[Scope]) -> int | None:
+    """The id of the source the URL belongs to (see the module's docstring), or
+    None. ``scopes`` in the order of their sources' age, oldest first."""
+    canonical = canonical_url_or_none(url)
+    if canonical is None:
+        return None
+    reaching = [
+        (rank, scope)
+        for scope in scopes
+        if (rank := scope.reach(canonical)) is not None
+    ]
+    if not reaching:
+        return None
+    top = max(rank for rank, _ in reaching)
+    most_specific = [scope for rank, scope in reaching if rank == top]
+    if not any(scope.denies(canonical) for scope in most_specific):
+        return most_specific[0].source_id
+    # Denied where it belongs: only a source that names it in an allow pattern.
+    named = [
+        (rank, scope)
+        for rank, scope in reaching
+        if rank[1] and not scope.denies(canonical)
+    ]
+    if not named:
+        return None
+    best = max(rank for rank, _ in named)
+    return next(scope.source_id for rank, scope in named if rank == best)
 
 
 class ScopeMap:
@@ -84,19 +129,28 @@ class ScopeMap:
     crawler sorting the links of each page it fetches)."""
 
     def __init__(self, sources: Iterable[Source] | None = None) -> None:
-        chosen = Source.objects.order_by("pk") if sources is None else sources
-        self.scopes = [
-            (source.pk, source.seeds, source.allow_regexes, source.deny_regexes)
-            for source in chosen
-        ]
+        chosen = Source.objects.all() if sources is None else sources
+        self.sources = {source.pk: source for source in chosen}
+        self.scopes = [Scope.of(self.sources[pk]) for pk in sorted(self.sources)]
 
     def source_id_for(self, url: str) -> int | None:
-        """The id of the most specific source covering ``url`` (the oldest on a
-        tie), as ``source_for_url`` decides, or None."""
-        best: tuple[tuple[int, int], int] | None = None
-        chosen = None
-        for pk, seeds, allow, deny in self.scopes:
-            rank = scope_rank(url, seeds=seeds, allow=allow, deny=deny)
-            if rank is not None and (best is None or (rank, -pk) > best):
-                best, chosen = (rank, -pk), pk
-        return chosen
+        """The id of the source ``url`` belongs to, or None."""
+        return scope_owner(url, self.scopes)
+
+    def source_for(self, url: str) -> Source | None:
+        owner = self.source_id_for(url)
+        return None if owner is None else self.sources[owner]
+
+    def belongs_to(self, source: Source, url: str) -> bool:
+        return source.pk is not None and self.source_id_for(url) == source.pk
+
+
+def source_for_url(url: str) -> Source | None:
+    """The source ``url`` belongs to, or None."""
+    return ScopeMap().source_for(url)
+
+
+def url_belongs_to(source: Source, url: str) -> bool:
+    """Whether ``url`` belongs to ``source`` (not merely whether the source reaches
+    it: a more specific source, or one's deny pattern, may take it away)."""
+    return ScopeMap().belongs_to(source, url)

@@ -4,6 +4,7 @@ identity of URLs and content, conditional requests and address safety."""
 from __future__ import annotations
 
 import gzip
+import re
 from unittest import mock
 
 from django.test import TestCase, override_settings
@@ -163,8 +164,9 @@ class PolitenessTests(CrawlWorld):
         self.site.redirect("/docs/go", "/private/secret.html")
         self.site.add("/private/a.html", page("Private"))
         self.site.add("/private/secret.html", page("Secret"))
+        whole_site = "^" + re.escape(self.site.url("/"))
 
-        crawl = self.crawl(self.source("/docs/"))
+        crawl = self.crawl(self.source("/docs/", allow_patterns=whole_site))
 
         assert self.site.requested("/private/a.html") == 0
         assert self.site.requested("/private/secret.html") == 0
@@ -303,15 +305,15 @@ class IdentityTests(CrawlWorld):
     def test_a_mirror_is_indexed_once(self):
         body = page("Install", LONG)
         self.site.add(
-            "/docs/", page("Docs", "Start.", ["install.html", "/mirror/install.html"])
+            "/docs/", page("Docs", "Start.", ["install.html", "mirror/install.html"])
         )
         self.site.add("/docs/install.html", body)
-        self.site.add("/mirror/install.html", body)
+        self.site.add("/docs/mirror/install.html", body)
 
         self.crawl(self.source())
 
         original = Page.objects.get(url=self.site.url("/docs/install.html"))
-        mirror = Page.objects.get(url=self.site.url("/mirror/install.html"))
+        mirror = Page.objects.get(url=self.site.url("/docs/mirror/install.html"))
         assert original.status == Page.Status.LIVE
         assert mirror.status == Page.Status.DUPLICATE
         assert mirror.duplicate_of == original

@@ -166,3 +166,55 @@ def test_a_database_of_the_last_release_migrates_on_with_its_answers():
     from retrieval.models import QueryLog
 
     assert QueryLog.objects.get(pk=log.pk).answer == "A is a letter [1]."
+
+
+# The last migrations before a seed's scope became its directory.
+HOST_WIDE = [
+    ("sources", "0005_crawl_limits_validators_duplicates"),
+    ("retrieval", "0007_querylog_feedback"),
+]
+
+
+def test_pages_a_neighbour_held_move_to_their_source_or_leave_search(capsys):
+    executor = migrate(HOST_WIDE)
+    apps = executor.loader.project_state(HOST_WIDE).apps
+    source_model = apps.get_model("sources", "Source")
+    hr = source_model.objects.create(
+        name="HR", seed_urls="https://corp.example/hr/", deny_patterns="/hr/private"
+    )
+    eng = source_model.objects.create(name="Eng", seed_urls="https://corp.example/eng/")
+    shapes = apps.get_model("sources", "LineShape")
+    shapes.objects.create(source=eng, shape=7, pages=3, example="© Corp")
+    pages = {}
+    for path in ["hr/handbook", "hr/private/salaries", "eng/setup"]:
+        pages[path] = apps.get_model("sources", "Page").objects.create(
+            source=eng, url=f"https://corp.example/{path}", status="live",
+            content_hash="f" * 64, markdown=f"# {path}\n", line_shapes=[7],
+        )  # fmt: skip
+        apps.get_model("retrieval", "Chunk").objects.create(
+            page=pages[path], position=0, heading=path, text=path, embed_hash="e" * 64
+        )
+
+    migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())
+
+    from retrieval.models import Chunk
+    from sources.models import LineShape, Page
+
+    held = {
+        p.url.split("example/")[1]: (p.source.name, p.status, p.chunks.count())
+        for p in Page.objects.select_related("source")
+    }
+    assert held == {
+        "hr/handbook": ("HR", "live", 1),
+        "hr/private/salaries": ("Eng", "gone", 0),
+        "eng/setup": ("Eng", "live", 1),
+    }
+    retired = Page.objects.get(url="https://corp.example/hr/private/salaries")
+    assert (retired.markdown, retired.next_crawl_at) == ("", None)
+    assert retired.versions.get().kind == "out_of_scope"
+    assert Chunk.objects.count() == 2
+    counts = dict(LineShape.objects.values_list("source__name", "pages"))
+    assert counts == {"Eng": 1, "HR": 1}
+    printed = capsys.readouterr().out
+    assert "https://corp.example/hr/handbook: moved from Eng to HR" in printed
+    assert "Pages rescoped: 1 moved, 1 out of every scope" in printed

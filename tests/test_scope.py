@@ -1,89 +1,322 @@
-"""Which source a delivered URL belongs to, and so who may find it."""
+"""Which source a URL belongs to, and so who may find it: one rule for the webhook,
+the crawler's frontier, link and sitemap pushes, recrawls and existing pages."""
 
 from __future__ import annotations
 
-import re
+import gzip
 
+import pytest
 from django.contrib.auth.models import AnonymousUser, Group, User
 
-from ingest.models import Delivery
+from ingest.crawl.admission import Found, urls_admit
+from ingest.crawl.services import crawl_start
+from ingest.discovery import source_urls_push
+from ingest.models import CrawlUrl, Delivery
+from ingest.recrawl import urls_recrawl
+from ingest.rescope import pages_rescope
 from retrieval.questions import search_run
-from sources.models import Page, Source
-from sources.scope import scope_rank, source_for_url
-from tests.world import IngestWorld, page_html
+from sources.models import Page, PageVersion, Source
+from sources.scope import Scope, ScopeMap, scope_owner, seed_directory
+from tests.world import IngestWorld, page_html, run_queued
 
+CORP = "https://corp.example.com"
 INTRANET = "https://intranet.example.com"
 SALARIES = page_html("Salaries", ("Bands", "Salary bands for the engineering ladder."))
+TOKEN = "scope-token"
+
+# Every URL of the two-group world, and the source it belongs to (None: to none).
+# HR (group B) is seeded at /hr/ and denies /hr/private; Eng (group A) at /eng/;
+# Audit names /hr/private/audit/ in an allow pattern.
+BELONGS = [
+    (f"{CORP}/hr/private/salaries", None),
+    (f"{CORP}/hr/%70rivate/x", None),
+    (f"{CORP}/hr/./private/x", None),
+    (f"{CORP}/hr/%2e/private/x", None),
+    (f"{CORP}/eng/../hr/private/x", None),
+    (f"{CORP}/hr//private/x", None),
+    (f"{CORP}/HR/private/x", None),
+    ("https://CORP.example.com:443/hr/private/x", None),
+    (f"{CORP}/hr", None),
+    (f"{CORP}/hrx/y", None),
+    (f"{CORP}/eng", None),
+    (f"{CORP}/", None),
+    ("http://corp.example.com/eng/setup", None),
+    (f"{CORP}:8443/eng/setup", None),
+    (f"{CORP}/hr/handbook", "HR"),
+    ("HTTPS://CORP.EXAMPLE.COM:443/hr/handbook", "HR"),
+    (f"{CORP}/eng/../hr/handbook", "HR"),
+    (f"{CORP}/eng/setup", "Eng"),
+    (f"{CORP}/hr/../eng/setup", "Eng"),
+    (f"{CORP}/eng/%73etup", "Eng"),
+    (f"{CORP}/hr/private/audit/2026", "Audit"),
+    (f"{CORP}/audit/plan", "Audit"),
+]
 
 
-def test_a_seed_prefix_is_more_specific_than_a_host():
-    seeds = [f"{INTRANET}/hr/"]
-
-    assert scope_rank(f"{INTRANET}/hr/salaries", seeds=seeds, allow=[], deny=[]) == (
-        0,
-        len(f"{INTRANET}/hr/"),
+@pytest.fixture
+def corp(db):
+    """Two groups with a source each on one host, and an auditors' source."""
+    alpha, beta = Group.objects.create(name="A"), Group.objects.create(name="B")
+    hr = Source.objects.create(
+        name="HR",
+        seed_urls=f"{CORP}/hr/",
+        deny_patterns=r"^https://corp\.example\.com/hr/private",
     )
-    assert scope_rank(f"{INTRANET}/eng/", seeds=seeds, allow=[], deny=[]) == (0, 0)
-    assert scope_rank("https://else.where/", seeds=seeds, allow=[], deny=[]) is None
+    hr.allowed_groups.add(beta)
+    eng = Source.objects.create(name="Eng", seed_urls=f"{CORP}/eng/")
+    eng.allowed_groups.add(alpha)
+    audit = Source.objects.create(
+        name="Audit",
+        seed_urls=f"{CORP}/audit/",
+        allow_patterns="\n".join(
+            [
+                r"^https://corp\.example\.com/audit/",
+                r"^https://corp\.example\.com/hr/private/audit/",
+            ]
+        ),
+    )
+    audit.allowed_groups.add(beta)
+    ann = User.objects.create_user("ann")
+    ann.groups.add(alpha)
+    return {"HR": hr, "Eng": eng, "Audit": audit, "ann": ann}
 
 
-def test_deny_wins_and_allow_patterns_replace_the_seed_hosts():
-    seeds = [f"{INTRANET}/"]
-    deny, allow = [re.compile("/private/")], [re.compile(r"^https://docs\.")]
+def deliver(url: str, client, settings) -> Delivery:
+    """Deliver the page through the webhook and run its job, as the worker would."""
+    settings.WEBHOOK_TOKEN = TOKEN
+    response = client.generic(
+        "POST",
+        f"/webhooks/crawlbase/?token={TOKEN}",
+        gzip.compress(SALARIES.encode()),
+        content_type="text/plain",
+        HTTP_RID=f"rid-{Delivery.objects.count()}",
+        HTTP_URL=url,
+        HTTP_ORIGINAL_STATUS="200",
+        HTTP_PC_STATUS="200",
+        HTTP_CONTENT_ENCODING="gzip",
+    )
+    assert response.status_code == 200, response.content
+    run_queued("ingest.tasks.delivery_process_task")
+    return Delivery.objects.get(rid=f"rid-{Delivery.objects.count() - 1}")
 
-    assert scope_rank(f"{INTRANET}/private/x", seeds=seeds, allow=[], deny=deny) is None
-    assert scope_rank(f"{INTRANET}/a", seeds=seeds, allow=allow, deny=[]) is None
-    assert scope_rank("https://docs.example.com/", seeds=seeds, allow=allow, deny=[])
+
+def delivered_to(url: str, client, settings) -> str | None:
+    """The name of the source that holds the page once delivered, or None."""
+    delivery = deliver(url, client, settings)
+    if delivery.outcome == Delivery.Outcome.OUT_OF_SCOPE:
+        assert not Page.objects.exists()
+        return None
+    assert delivery.outcome == Delivery.Outcome.EMBEDDED, delivery.error
+    return Page.objects.select_related("source").get().source.name
 
 
-class GroupScopeTests(IngestWorld):
+@pytest.mark.parametrize(("url", "owner"), BELONGS)
+def test_a_delivery_goes_to_the_source_its_url_belongs_to_or_to_none(
+    corp, client, settings, url, owner
+):
+    assert delivered_to(url, client, settings) == owner
+
+
+@pytest.mark.parametrize(("url", "owner"), BELONGS)
+def test_the_crawler_takes_a_link_only_into_the_crawl_of_the_source_it_belongs_to(
+    corp, url, owner
+):
+    crawls = {
+        name: crawl_start(source=corp[name])[0] for name in ["HR", "Eng", "Audit"]
+    }
+    scope = ScopeMap()
+
+    taken = {
+        name: urls_admit(crawl=crawl, found=[Found(url, depth=1)], scope=scope)
+        for name, crawl in crawls.items()
+    }
+
+    assert taken == {name: int(name == owner) for name in crawls}
+    skipped = CrawlUrl.objects.filter(result=CrawlUrl.Result.SCOPE, depth=1)
+    assert skipped.count() == (3 if owner is None else 2)
+
+
+@pytest.mark.parametrize(("url", "owner"), BELONGS)
+def test_a_link_or_sitemap_entry_is_pushed_only_for_the_source_it_belongs_to(
+    corp, url, owner
+):
+    for name in ["HR", "Eng", "Audit"]:
+        corp[name].fetcher = Source.Fetcher.CRAWLBASE
+        corp[name].save()
+        source_urls_push(source=corp[name], urls=[url])
+
+    holders = set(Page.objects.values_list("source__name", flat=True))
+    assert holders == ({owner} if owner else set())
+
+
+@pytest.mark.parametrize(("url", "owner"), BELONGS)
+def test_a_recrawl_by_url_makes_a_page_only_in_the_source_it_belongs_to(
+    corp, url, owner
+):
+    plan = urls_recrawl(urls=[url])
+
+    holders = list(Page.objects.values_list("source__name", flat=True))
+    assert holders == ([owner] if owner else [])
+    assert plan.out_of_scope == (owner is None)
+
+
+def test_a_denied_page_of_one_group_is_never_found_by_the_other(corp, client, settings):
+    for url in [u for u, owner in BELONGS if owner != "Eng"]:
+        deliver(url, client, settings)
+
+    found = search_run(query="salary bands", user=corp["ann"], k=10, log=False)
+
+    assert found == []
+    assert not Page.objects.filter(source=corp["Eng"]).exists()
+
+
+def test_a_url_that_cannot_be_parsed_belongs_to_no_source(corp):
+    scopes = ScopeMap().scopes
+
+    for url in ["http://[::1", "http://x.example:99999/", "", "not a url"]:
+        assert scope_owner(url, scopes) is None
+
+
+@pytest.mark.parametrize(
+    ("seed", "directory"),
+    [
+        ("https://A.example/docs/index.html", "https://a.example/docs/"),
+        ("https://a.example/docs/", "https://a.example/docs/"),
+        ("https://a.example/docs", "https://a.example/"),
+        ("https://a.example", "https://a.example/"),
+        ("https://a.example:443/x/../guide/", "https://a.example/guide/"),
+        ("http://[::1", None),
+    ],
+)
+def test_a_seed_reaches_its_directory(seed, directory):
+    assert seed_directory(seed) == directory
+
+
+def test_the_longest_seed_directory_wins_over_an_allow_pattern_of_the_whole_host():
+    whole_host = Scope.compile(
+        1, seeds=[f"{CORP}/"], allow=[r"^https://corp\."], deny=[]
+    )
+    hr = Scope.compile(2, seeds=[f"{CORP}/hr/"], allow=[], deny=[])
+
+    assert scope_owner(f"{CORP}/hr/handbook", [whole_host, hr]) == 2
+    assert scope_owner(f"{CORP}/eng/setup", [whole_host, hr]) == 1
+
+
+def test_a_tie_goes_to_the_oldest_source_unless_one_of_them_denies_the_url():
+    older = Scope.compile(1, seeds=[f"{CORP}/hr/"], allow=[], deny=[])
+    newer = Scope.compile(2, seeds=[f"{CORP}/hr/"], allow=[], deny=["/private"])
+
+    assert scope_owner(f"{CORP}/hr/a", [older, newer]) == 1
+    assert scope_owner(f"{CORP}/hr/private/a", [older, newer]) is None
+
+
+class RescopeTests(IngestWorld):
+    """Pages the old rule (a seed's whole host) gave to a neighbour."""
+
     @classmethod
     def setUpTestData(cls):
         super().setUpTestData()
-        cls.alpha, cls.beta = (
-            Group.objects.create(name="alpha"),
-            Group.objects.create(name="beta"),
+        cls.hr = Source.objects.create(
+            name="HR", seed_urls=f"{CORP}/hr/", deny_patterns="/hr/private"
         )
-        cls.hr = Source.objects.create(name="Intranet HR", seed_urls=f"{INTRANET}/hr/")
-        cls.hr.allowed_groups.add(cls.alpha)
-        # Created later and listed first by name: neither may decide the owner.
-        cls.eng = Source.objects.create(
-            name="Intranet Eng", seed_urls=f"{INTRANET}/eng/"
-        )
-        cls.eng.allowed_groups.add(cls.beta)
-        cls.alice = User.objects.create_user("alice")
-        cls.alice.groups.add(cls.alpha)
-        cls.bob = User.objects.create_user("bob")
-        cls.bob.groups.add(cls.beta)
+        cls.eng = Source.objects.create(name="Eng", seed_urls=f"{CORP}/eng/")
 
-    def test_a_page_belongs_to_the_source_whose_seed_path_covers_it(self):
-        assert source_for_url(f"{INTRANET}/hr/salaries") == self.hr
-        assert source_for_url(f"{INTRANET}/eng/setup") == self.eng
+    def held_by_eng(self, url: str) -> Page:
+        """A page of Eng's as the old rule made it: indexed, with chunks."""
+        Source.objects.filter(pk=self.hr.pk).update(seed_urls="")
+        delivery = self.ingest(url, SALARIES)
+        Source.objects.filter(pk=self.hr.pk).update(seed_urls=f"{CORP}/hr/")
+        Page.objects.filter(url=url).update(source=self.eng)
+        page = Page.objects.get(url=url)
+        assert delivery.outcome == Delivery.Outcome.REJECTED or page.chunks.exists()
+        return page
 
-    def test_a_page_of_one_group_never_reaches_the_other(self):
-        delivery = self.ingest(f"{INTRANET}/hr/salaries", SALARIES)
+    def test_a_page_another_source_owns_now_moves_there_with_its_chunks(self):
+        self.eng.seed_urls = f"{CORP}/"
+        self.eng.save()
+        page = self.held_by_eng(f"{CORP}/hr/handbook")
+        self.eng.seed_urls = f"{CORP}/eng/"
+        self.eng.save()
+        chunks = set(page.chunks.values_list("pk", flat=True))
 
-        assert delivery.outcome == Delivery.Outcome.EMBEDDED
-        assert Page.objects.get(url=f"{INTRANET}/hr/salaries").source == self.hr
-        found_by = {
-            user.username: [c.page.url for c in search_run(
-                query="salary bands", user=user, k=5, log=False)]
-            for user in [self.alice, self.bob]
-        }  # fmt: skip
-        assert found_by == {"alice": [f"{INTRANET}/hr/salaries"], "bob": []}
+        done = pages_rescope()
 
-    def test_a_denied_url_is_rejected_and_never_searchable(self):
-        self.source.deny_patterns = "/private/"
-        self.source.save()
+        page.refresh_from_db()
+        assert (page.source, page.status) == (self.hr, Page.Status.LIVE)
+        assert set(page.chunks.values_list("pk", flat=True)) == chunks
+        assert done.moved == [(page.url, "HR")] and done.retired == []
 
-        delivery = self.ingest(
-            "https://docs.example.com/private/keys",
-            page_html("Keys", ("Secret", "The signing keys live here.")),
-        )
+    def test_a_page_no_source_owns_now_leaves_search_with_its_content(self):
+        self.eng.seed_urls = f"{CORP}/"
+        self.eng.save()
+        page = self.held_by_eng(f"{CORP}/hr/private/salaries")
+        self.eng.seed_urls = f"{CORP}/eng/"
+        self.eng.save()
+        assert search_run(query="salary bands", user=None, k=5, log=False)
 
-        assert delivery.outcome == Delivery.Outcome.OUT_OF_SCOPE
-        assert not Page.objects.filter(url__contains="/private/").exists()
-        assert search_run(query="signing keys", user=None, k=5, log=False) == []
+        done = pages_rescope()
+
+        page.refresh_from_db()
+        assert (page.status, page.markdown, page.next_crawl_at) == ("gone", "", None)
+        assert not page.chunks.exists()
+        assert page.versions.first().kind == PageVersion.Kind.OUT_OF_SCOPE
+        assert search_run(query="salary bands", user=None, k=5, log=False) == []
+        assert done.retired == [page.url]
+        assert str(pages_rescope()) == "0 pages moved, 0 left every scope"
+
+    def test_a_delivery_of_a_page_that_belongs_to_none_now_takes_it_out_of_search(
+        self,
+    ):
+        page = self.ingest(f"{CORP}/hr/pay", SALARIES).page
+        assert page is not None and page.source == self.hr
+        self.hr.deny_patterns = "/hr/pay"
+        self.hr.save()
+
+        delivery = self.ingest(f"{CORP}/hr/pay", SALARIES)
+
+        page.refresh_from_db()
+        assert delivery.outcome == Delivery.Outcome.REJECTED
+        assert (page.status, page.chunks.count()) == (Page.Status.GONE, 0)
+        assert search_run(query="salary bands", user=None, k=5, log=False) == []
+
+    def test_a_delivery_of_a_page_another_source_owns_now_moves_it_first(self):
+        page = self.ingest(f"{CORP}/eng/hr/pay", SALARIES).page
+        assert page is not None and page.source == self.eng
+        nested = Source.objects.create(name="Eng HR", seed_urls=f"{CORP}/eng/hr/")
+
+        delivery = self.ingest(f"{CORP}/eng/hr/pay", SALARIES)
+
+        page.refresh_from_db()
+        assert delivery.outcome == Delivery.Outcome.UNCHANGED
+        assert page.source == nested
+
+    def test_a_change_of_seeds_or_patterns_queues_a_check_of_every_page(self):
+        with self.captureOnCommitCallbacks(execute=True):
+            self.hr.deny_patterns = "/hr/old"
+            self.hr.save()
+        with self.captureOnCommitCallbacks(execute=True):
+            self.hr.save(update_fields=["common_shapes"])
+
+        assert run_queued("ingest.tasks.pages_rescope_task") == [
+            "0 pages moved, 0 left every scope"
+        ]
+
+
+def test_anonymous_callers_find_nothing_of_a_group_source(corp, client, settings):
+    delivered_to(f"{CORP}/hr/handbook", client, settings)
+
+    assert search_run(query="salary bands", user=AnonymousUser(), k=5, log=False) == []
+    assert search_run(query="salary bands", user=None, k=5, log=False)
+
+
+def test_a_pending_page_made_for_a_url_no_source_owns_now_is_retired(corp):
+    page = Page.objects.create(source=corp["HR"], url=f"{CORP}/hr/private/x")
+
+    pages_rescope()
+
+    page.refresh_from_db()
+    assert (page.status, page.next_crawl_at) == (Page.Status.GONE, None)
+    assert page.versions.get().kind == PageVersion.Kind.OUT_OF_SCOPE
 
 
 class VisibilityTests(IngestWorld):

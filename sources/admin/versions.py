@@ -28,7 +28,7 @@ class PageVersionInline(admin.TabularInline):
 
     @admin.display(description="diff")
     def compare(self, obj: PageVersion) -> str:
-        if obj.kind == PageVersion.Kind.DELETED:
+        if obj.kind in PageVersion.TOMBSTONES:
             return "—"
         url = reverse("admin:sources_page_diff", args=[obj.page_id])
         return format_html('<a href="{}?b={}">with the version before</a>', url, obj.pk)
