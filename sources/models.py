@@ -104,7 +104,9 @@ class Source(models.Model):
     seed_urls = models.TextField(
         "seed URLs",
         blank=True,
-        help_text="One URL per line, e.g. https://docs.djangoproject.com/en/5.2/",
+        help_text="One URL per line, e.g. https://docs.djangoproject.com/en/5.2/. The "
+        "source holds the pages under each seed's directory: …/hr/ holds /hr/…, a "
+        "seed of the site's root its whole host.",
     )
     sitemap_url = models.URLField(
         "sitemap URL",
@@ -115,8 +117,9 @@ class Source(models.Model):
     allow_patterns = models.TextField(
         blank=True,
         help_text=(
-            "Regular expressions, one per line. A URL must match one of them to be "
-            r"crawled; empty allows the seeds' hosts. e.g. ^https://docs\.example\.com/"
+            "Regular expressions, one per line. When given, they replace the seeds' "
+            "directories: a URL must match one of them to belong to this source, "
+            r"even one another source denies. e.g. ^https://docs\.example\.com/"
         ),
     )
     deny_patterns = models.TextField(

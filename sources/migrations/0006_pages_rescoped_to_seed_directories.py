@@ -125,5 +125,22 @@ class Migration(migrations.Migration):
                 max_length=20,
             ),
         ),
+        migrations.AlterField(
+            model_name="source",
+            name="allow_patterns",
+            field=models.TextField(
+                blank=True,
+                help_text="Regular expressions, one per line. When given, they replace the seeds' directories: a URL must match one of them to belong to this source, even one another source denies. e.g. ^https://docs\\.example\\.com/",
+            ),
+        ),
+        migrations.AlterField(
+            model_name="source",
+            name="seed_urls",
+            field=models.TextField(
+                blank=True,
+                help_text="One URL per line, e.g. https://docs.djangoproject.com/en/5.2/. The source holds the pages under each seed's directory: …/hr/ holds /hr/…, a seed of the site's root its whole host.",
+                verbose_name="seed URLs",
+            ),
+        ),
         migrations.RunPython(rescope, migrations.RunPython.noop, elidable=True),
     ]
