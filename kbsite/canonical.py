@@ -5,6 +5,7 @@ Imports no app, so that every app can use it.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from urllib.parse import unquote_plus, urljoin, urlsplit, urlunsplit
 
 from w3lib.url import canonicalize_url
@@ -35,10 +36,12 @@ def canonical_url(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
 
 
+@lru_cache(maxsize=32768)
 def canonical_url_or_none(url: str) -> str | None:
     """``canonical_url(url)``, or None for a URL that has no host or cannot be
     parsed (``http://[::1``, a port out of range): what a site links to is not
-    to be trusted to parse."""
+    to be trusted to parse. Cached, as a site's pages link to the same pages
+    again and again."""
     try:
         return canonical_url(url.strip())
     except ValueError:

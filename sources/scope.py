@@ -99,13 +99,12 @@ def scope_owner(url: str, scopes: Sequence[Scope]) -> int | None:
     """The id of the source the URL belongs to (see the module's docstring), or
     None. ``scopes`` in the order of their sources' age, oldest first."""
     canonical = canonical_url_or_none(url)
-    if canonical is None:
-        return None
-    reaching = [
-        (rank, scope)
-        for scope in scopes
-        if (rank := scope.reach(canonical)) is not None
-    ]
+    return None if canonical is None else _owner(canonical, scopes)
+
+
+def _owner(canonical: str, scopes: Sequence[Scope]) -> int | None:
+    ranked = ((scope.reach(canonical), scope) for scope in scopes)
+    reaching = [(rank, scope) for rank, scope in ranked if rank is not None]
     if not reaching:
         return None
     top = max(rank for rank, _ in reaching)
@@ -124,18 +123,38 @@ def scope_owner(url: str, scopes: Sequence[Scope]) -> int | None:
     return next(scope.source_id for rank, scope in named if rank == best)
 
 
+def _site(canonical: str) -> str:
+    """``https://a.example/x`` gives ``https://a.example/``."""
+    return canonical[: canonical.find("/", canonical.find("//") + 2) + 1]
+
+
 class ScopeMap:
     """Every source's scope compiled once, for code that asks about many URLs (a
-    crawler sorting the links of each page it fetches)."""
+    crawler sorting the links of each page it fetches). A URL is judged only by
+    the scopes that can reach it: those with a seed on its site, and those with
+    allow patterns."""
 
     def __init__(self, sources: Iterable[Source] | None = None) -> None:
         chosen = Source.objects.all() if sources is None else sources
         self.sources = {source.pk: source for source in chosen}
         self.scopes = [Scope.of(self.sources[pk]) for pk in sorted(self.sources)]
+        self._by_site: dict[str, list[Scope]] = {}
+
+    def _candidates(self, site: str) -> list[Scope]:
+        if site not in self._by_site:
+            self._by_site[site] = [
+                scope
+                for scope in self.scopes
+                if scope.allow or any(d.startswith(site) for d in scope.directories)
+            ]
+        return self._by_site[site]
 
     def source_id_for(self, url: str) -> int | None:
         """The id of the source ``url`` belongs to, or None."""
-        return scope_owner(url, self.scopes)
+        canonical = canonical_url_or_none(url)
+        if canonical is None:
+            return None
+        return _owner(canonical, self._candidates(_site(canonical)))
 
     def source_for(self, url: str) -> Source | None:
         owner = self.source_id_for(url)
