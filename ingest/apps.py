@@ -51,12 +51,23 @@ def _source_saved(
         pages_rescope_soon()
 
 
+def _worker_started(sender: Any, **kwargs: Any) -> None:
+    # Imported when a worker starts, not with the app in every process.
+    from ingest.resume import worker_started
+
+    worker_started(sender, **kwargs)
+
+
 class IngestConfig(AppConfig):
     name = "ingest"
     verbose_name = "Ingest"
 
     def ready(self) -> None:
+        from django_q.signals import post_spawn  # imports models: not before now
+
         from ingest import checks, schema  # noqa: F401  (registered on import)
 
         post_migrate.connect(_ensure_schedules, sender=self)
         post_save.connect(_source_saved, sender="sources.Source")
+        # Each worker process django-q2 starts resumes the running crawls at once.
+        post_spawn.connect(_worker_started, dispatch_uid="ingest.worker_started")

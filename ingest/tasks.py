@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from ingest.crawl.jobs import crawl_work, crawls_resume
+from ingest.crawl.jobs import crawl_work
 from ingest.process import delivery_process
 from ingest.queueing import deliveries_bodies_expire, deliveries_requeue_stalled
 from ingest.recrawl import recrawl_due
 from ingest.rederive import source_pages_rederive, sources_boilerplate_refresh
 from ingest.rescope import pages_rescope
+from ingest.resume import crawls_resume_locked
 from ingest.sitemap_seeds import source_sitemaps_push
 from sources.models import Source
 
@@ -47,7 +48,7 @@ def crawl_work_task(crawl_id: int) -> str:
 
 
 def crawls_resume_task() -> int:
-    return crawls_resume()
+    return crawls_resume_locked()
 
 
 def source_sitemaps_push_task(source_id: int) -> str:

@@ -6,11 +6,12 @@ import time
 
 from django.core.management.base import BaseCommand, CommandError
 
-from ingest.crawl.jobs import NotCrawledHere, crawls_resume
+from ingest.crawl.jobs import NotCrawledHere
 from ingest.crawl.progress import Progress, crawl_progress
 from ingest.crawl.services import crawl_start
 from ingest.crawl.setup import CrawlRequestError, source_for_crawl
 from ingest.models import Crawl, CrawlUrl
+from ingest.resume import crawls_resume_locked
 from kbsite.progress import ProgressBar
 
 POLL = 0.5
@@ -110,7 +111,7 @@ class Command(BaseCommand):
                 break
             now = time.monotonic()
             if now - last_resume > RESUME_EVERY:
-                crawls_resume()
+                crawls_resume_locked()
                 last_resume = now
             if not hinted and now - started > IDLE_HINT_AFTER and not progress.done:
                 self.stderr.write(
