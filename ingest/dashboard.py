@@ -17,6 +17,7 @@ from django.utils import timezone
 from ingest import stats
 from kbsite.admin_utils import ago, number, tokens_cost
 from kbsite.charts import Series, grouped_bars, horizontal_bars, stacked_bars
+from sources.models import Caller
 
 DAY_CHOICES = [7, 14, 30, 90]
 OUTCOME_COLOURS = {
@@ -37,7 +38,8 @@ FRESHNESS_COLOURS = ["#15803d", "#65a30d", "#ca8a04", "#ea580c", "#b91c1c", "#6b
 
 
 def dashboard(request: HttpRequest) -> HttpResponse:
-    if not request.user.has_perm("ingest.view_delivery"):
+    user = request.user
+    if not user.has_perm("ingest.view_delivery"):
         raise PermissionDenied
     try:
         days = int(request.GET.get("days", 14))
@@ -54,20 +56,25 @@ def dashboard(request: HttpRequest) -> HttpResponse:
         "day_choices": DAY_CHOICES,
         "priced": bool(settings.EMBEDDING_COST_PER_MILLION_TOKENS),
         "price": settings.EMBEDDING_COST_PER_MILLION_TOKENS,
-        **_deliveries(since=since, now=now),
-        **_freshness(now=now),
+        **_deliveries(since=since, now=now, user=user),
+        **_freshness(now=now, user=user),
         "oldest": [
             (page, ago(page.last_verified_at), ago(page.next_crawl_at, empty="—"))
-            for page in stats.pages_oldest_unverified()
+            for page in stats.pages_oldest_unverified(user=user)
         ],
-        "failing": stats.sources_failing(now=now),
-        "sources": [_source_row(source) for source in stats.sources_tokens(now=now)],
+        "failing": stats.sources_failing(now=now, user=user),
+        "sources": [
+            _source_row(source) for source in stats.sources_tokens(now=now, user=user)
+        ],
     }
     return TemplateResponse(request, "admin/dashboard.html", context)
 
 
-def _deliveries(*, since: Any, now: Any) -> dict[str, Any]:
-    days = stats.deliveries_per_day(since=since, now=now)
+def _deliveries(*, since: Any, now: Any, user: Caller) -> dict[str, Any]:
+    days = stats.deliveries_per_day(since=since, now=now, user=user)
+    # What the whole index spent: shown to those who see every source.
+    usage_shown = all(d.usage is not None for d in days)
+    usage = sum(d.usage or 0 for d in days)
     labels = [f"{d.day:%m-%d}" for d in days]
     outcome_series = [
         Series(group, OUTCOME_COLOURS[group], [d.outcomes.get(group, 0) for d in days])
@@ -123,13 +130,14 @@ def _deliveries(*, since: Any, now: Any) -> dict[str, Any]:
             }
             for name, tokens in strategies.items()
         ],
-        "usage_total": number(sum(d.usage for d in days)),
-        "usage_cost": tokens_cost(sum(d.usage for d in days)),
+        "usage_total": number(usage),
+        "usage_cost": tokens_cost(usage),
+        "usage_shown": usage_shown,
     }
 
 
-def _freshness(*, now: Any) -> dict[str, Any]:
-    fresh = stats.freshness(now=now)
+def _freshness(*, now: Any, user: Caller) -> dict[str, Any]:
+    fresh = stats.freshness(now=now, user=user)
     rows = [
         (label, count, colour)
         for (label, count), colour in zip(fresh.buckets, FRESHNESS_COLOURS, strict=True)

@@ -16,6 +16,10 @@ the same deliveries,
 A page's current size stands for its size on the day of the delivery; pages gone
 since count as empty. Spending outside deliveries (re-derivations after learned
 boilerplate, ``reembed``) is in the day's *Embedding usage*, shown beside it.
+
+The dashboard's figures count what its ``user`` sees (``sources.visibility``):
+the rows of their sources; the whole index's usage only for whoever sees every
+source.
 """
 
 from __future__ import annotations
@@ -29,7 +33,8 @@ from django.utils import timezone
 
 from ingest.models import Delivery
 from retrieval.models import Chunk, EmbeddingUsage
-from sources.models import Page, Source, stale_condition
+from sources.models import Caller, Page, Source, stale_condition
+from sources.visibility import rows_visible_to, sees_every_row
 
 WEEK = timedelta(days=7)
 Outcome = Delivery.Outcome
@@ -101,7 +106,8 @@ class Day:
     spent: int = 0  # what this product embedded for the day's deliveries
     page_gated: int = 0  # page-level hash gating, same deliveries
     full: int = 0  # a full rebuild, same deliveries
-    usage: int = 0  # every embedding request of the day (Embedding usage)
+    # Every embedding request of the day (Embedding usage); None when not shown.
+    usage: int | None = 0
 
     @property
     def deliveries(self) -> int:
@@ -120,14 +126,15 @@ def _page_tokens() -> Subquery:
     return Subquery(per_page)
 
 
-def deliveries_per_day(*, since: datetime, now: datetime) -> list[Day]:
+def deliveries_per_day(*, since: datetime, now: datetime, user: Caller) -> list[Day]:
     """Every day from ``since`` to ``now`` (local time), with its deliveries'
     outcomes and tokens, and what the two other strategies would have spent."""
     tz = timezone.get_current_timezone()
     days = _day_range(since, now)
     group_of = {o: g for g, outcomes in OUTCOME_GROUPS.items() for o in outcomes}
+    deliveries = Delivery.objects.filter(received_at__gte=since)
     rows = (
-        Delivery.objects.filter(received_at__gte=since)
+        rows_visible_to(deliveries, source_path="page__source", user=user)
         .annotate(day=TruncDate("received_at", tzinfo=tz), whole=_page_tokens())
         .values("day", "outcome")
         .annotate(
@@ -147,6 +154,10 @@ def deliveries_per_day(*, since: datetime, now: datetime) -> list[Day]:
             day.full += row["whole_sum"]
         if row["outcome"] == Outcome.EMBEDDED:
             day.page_gated += row["whole_sum"]
+    if not sees_every_row(user):
+        for day in days.values():
+            day.usage = None
+        return list(days.values())
     usage = EmbeddingUsage.objects.filter(day__gte=min(days, default=now.date()))
     for day_value, tokens in usage.values_list("day").annotate(t=Sum("tokens")):
         if day_value in days:
@@ -179,15 +190,16 @@ FRESHNESS_BUCKETS = [
 ]
 
 
-def freshness(*, now: datetime) -> Freshness:
+def freshness(*, now: datetime, user: Caller) -> Freshness:
     """Live pages by how long ago a crawl last saw their content."""
+    pages = rows_visible_to(Page.objects.all(), source_path="source", user=user)
     aggregates = {}
     lower = timedelta(0)
     for number, (_, age) in enumerate(FRESHNESS_BUCKETS):
         condition = Q(last_verified_at__gte=now - age, last_verified_at__lt=now - lower)
         aggregates[f"bucket{number}"] = Count("pk", filter=condition)
         lower = age
-    counts = Page.objects.filter(status=Page.Status.LIVE).aggregate(
+    counts = pages.filter(status=Page.Status.LIVE).aggregate(
         **aggregates,
         older=Count("pk", filter=Q(last_verified_at__lt=now - lower)),
         never=Count("pk", filter=Q(last_verified_at=None)),
@@ -204,15 +216,16 @@ def freshness(*, now: datetime) -> Freshness:
     return Freshness(
         live=sum(count for _, count in buckets),
         stale=counts["stale"],
-        pending=Page.objects.filter(status=Page.Status.PENDING).count(),
+        pending=pages.filter(status=Page.Status.PENDING).count(),
         buckets=buckets,
     )
 
 
-def pages_oldest_unverified(*, limit: int = 10) -> QuerySet[Page]:
+def pages_oldest_unverified(*, user: Caller, limit: int = 10) -> QuerySet[Page]:
     """Live pages whose content was seen longest ago (never, first)."""
+    pages = rows_visible_to(Page.objects.all(), source_path="source", user=user)
     return (
-        Page.objects.filter(status=Page.Status.LIVE)
+        pages.filter(status=Page.Status.LIVE)
         .select_related("source")
         .only(
             "pk",
@@ -228,7 +241,7 @@ def pages_oldest_unverified(*, limit: int = 10) -> QuerySet[Page]:
     )
 
 
-def sources_failing(*, now: datetime) -> QuerySet[Source]:
+def sources_failing(*, now: datetime, user: Caller) -> QuerySet[Source]:
     """Sources with failing pages or failed deliveries this week, worst first, with
     ``failing`` pages, ``failed_week`` deliveries, and the latest error."""
     failed = (
@@ -246,7 +259,8 @@ def sources_failing(*, now: datetime) -> QuerySet[Source]:
         F("last_failure_at").desc(nulls_last=True)
     )
     return (
-        Source.objects.annotate(
+        Source.objects.visible_to(user)
+        .annotate(
             failing=Count("pages", filter=Q(pages__failure_count__gt=0)),
             failed_week=Coalesce(Subquery(failed), 0),
             last_error=Subquery(latest.values("last_error")[:1]),
@@ -257,7 +271,7 @@ def sources_failing(*, now: datetime) -> QuerySet[Source]:
     )
 
 
-def sources_tokens(*, now: datetime) -> QuerySet[Source]:
+def sources_tokens(*, now: datetime, user: Caller) -> QuerySet[Source]:
     """Every source with ``tokens_week`` (its deliveries of the last 7 days),
     ``tokens_ever`` (all its pages' embedding, re-derivations included) and
     ``deliveries_week``."""
@@ -273,8 +287,12 @@ def sources_tokens(*, now: datetime) -> QuerySet[Source]:
         .annotate(t=Sum("embedding_tokens"))
         .values("t")
     )
-    return Source.objects.annotate(
-        tokens_week=Coalesce(Subquery(tokens.values("t")), 0),
-        deliveries_week=Coalesce(Subquery(count.values("n")), 0),
-        tokens_ever=Coalesce(Subquery(ever), 0),
-    ).order_by("-tokens_week", "name")
+    return (
+        Source.objects.visible_to(user)
+        .annotate(
+            tokens_week=Coalesce(Subquery(tokens.values("t")), 0),
+            deliveries_week=Coalesce(Subquery(count.values("n")), 0),
+            tokens_ever=Coalesce(Subquery(ever), 0),
+        )
+        .order_by("-tokens_week", "name")
+    )

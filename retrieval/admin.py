@@ -1,9 +1,9 @@
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django.contrib import admin
-from django.db.models import Func, IntegerField, Sum
+from django.db.models import Func, IntegerField, QuerySet, Sum
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
@@ -21,13 +21,17 @@ from retrieval.models import (
     EmbeddingSpace,
     EmbeddingUsage,
     QueryLog,
+    QueryLogQuerySet,
 )
-from sources.models import Source
+from sources.admin.visibility import VisibleRowsAdmin
+from sources.models import Caller, Source
+from sources.visibility import rows_visible_to, sees_every_row
 
 
 @admin.register(Chunk)
-class ChunkAdmin(ReadOnlyAdmin):
+class ChunkAdmin(VisibleRowsAdmin, ReadOnlyAdmin):
     menu_order = 1
+    source_path = "page__source"
     list_display = ["page_title", "position", "heading", "tokens", "hash"]
     search_fields = ["heading", "page__url", "=embed_hash"]
     list_filter = ["page__status", "page__source"]
@@ -47,14 +51,24 @@ class ChunkAdmin(ReadOnlyAdmin):
 
 
 @admin.register(Embedding)
-class EmbeddingAdmin(ReadOnlyAdmin):
+class EmbeddingAdmin(VisibleRowsAdmin, ReadOnlyAdmin):
     menu_order = 2
+    source_path = None  # shared by every chunk of its text: see visible_rows
     list_display = ["space", "hash", "dimensions", "tokens", "created_at"]
     list_filter = ["space"]
     search_fields = ["=text_hash"]
     exclude = ["vector"]
 
     hash = hash_column("text_hash", "text hash")
+
+    def visible_rows(self, queryset: QuerySet, user: Caller) -> QuerySet:
+        """A vector is shown when a chunk the editor sees has its text."""
+        if sees_every_row(user):
+            return queryset
+        chunks = rows_visible_to(
+            Chunk.objects.all(), source_path=ChunkAdmin.source_path, user=user
+        )
+        return queryset.filter(text_hash__in=chunks.values("embed_hash"))
 
     def get_queryset(self, request):
         # The size from PostgreSQL, so the list never loads whole vectors.
@@ -73,8 +87,10 @@ class EmbeddingAdmin(ReadOnlyAdmin):
 
 
 @admin.register(EmbeddingSpace)
-class EmbeddingSpaceAdmin(ReadOnlyAdmin):
+class EmbeddingSpaceAdmin(VisibleRowsAdmin, ReadOnlyAdmin):
     """Which model serves, and the floor each space learned from the index."""
+
+    source_path = None  # learned from every source's chunks
 
     list_display = ["name", "state", "floor", "probe_quantiles", "floor_chunks",
                     "floor_learned_at", "switched_at"]  # fmt: skip
@@ -87,10 +103,11 @@ class EmbeddingSpaceAdmin(ReadOnlyAdmin):
 
 
 @admin.register(EmbeddingUsage)
-class EmbeddingUsageAdmin(ReadOnlyAdmin):
+class EmbeddingUsageAdmin(VisibleRowsAdmin, ReadOnlyAdmin):
     """What embedding cost, per day and space; per source below the list."""
 
     menu_order = 3
+    source_path = None  # what the whole index spent
     list_display = ["day", "space", "request_count", "input_count", "token_count",
                     "cost"]  # fmt: skip
     list_filter = ["space"]
@@ -99,7 +116,9 @@ class EmbeddingUsageAdmin(ReadOnlyAdmin):
     def changelist_view(
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None
     ) -> HttpResponse:
-        sources = Source.objects.annotate(tokens=Sum("pages__embedding_tokens"))
+        sources = Source.objects.visible_to(request.user).annotate(
+            tokens=Sum("pages__embedding_tokens")
+        )
         rows = [
             (source.name, number(source.tokens or 0), tokens_cost(source.tokens or 0))
             for source in sources.order_by("-tokens", "name")
@@ -125,10 +144,11 @@ class EmbeddingUsageAdmin(ReadOnlyAdmin):
 
 
 @admin.register(QueryLog)
-class QueryLogAdmin(ReadOnlyAdmin):
+class QueryLogAdmin(VisibleRowsAdmin, ReadOnlyAdmin):
     """What people asked and what they got: the raw material for evaluation."""
 
     menu_order = 4
+    source_path = None  # its asker and its chunks decide: see visible_rows
     list_display = ["created_at", "kind", "question", "result", "user", "feedback",
                     "latency_ms"]  # fmt: skip
     list_filter = ["kind", "abstained", "feedback"]
@@ -138,6 +158,9 @@ class QueryLogAdmin(ReadOnlyAdmin):
     fields = ["created_at", "kind", "user", "text", "result", "answer", "chunks",
               "latency_ms"]  # fmt: skip
     readonly_fields = ["created_at", "result", "chunks"]
+
+    def visible_rows(self, queryset: QuerySet, user: Caller) -> QuerySet:
+        return cast(QueryLogQuerySet, queryset).visible_to(user)
 
     @admin.display(description="question or search", ordering="text")
     def question(self, obj: QueryLog) -> str:

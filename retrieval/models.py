@@ -3,14 +3,16 @@ from __future__ import annotations
 from datetime import datetime
 
 from django.conf import settings
+from django.contrib.auth.models import Group
 from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVector, SearchVectorField
 from django.db import models
-from django.db.models import F, Func, Q, Value
+from django.db.models import Exists, F, Func, OuterRef, Q, Value
 from pgvector.django import VectorField
 
-from sources.models import Page
+from sources.models import Caller, EqualsAny, Page, Source
+from sources.visibility import sees_every_row
 
 # Markdown link targets and titles carry no words of the text: "[VACUUM](sql-
 # vacuum.html "VACUUM")" is indexed as "[VACUUM]". (PostgreSQL's regex dialect.)
@@ -202,6 +204,29 @@ class EmbeddingUsage(models.Model):
         return f"{self.day} {self.space}: {self.tokens} tokens"
 
 
+class QueryLogQuerySet(models.QuerySet["QueryLog"]):
+    def visible_to(self, user: Caller) -> QueryLogQuerySet:
+        """Logs that tell ``user`` nothing of a source hidden from them.
+
+        A log keeps its asker and the chunks it retrieved, not the sources it
+        searched: those are the asker's. So a log is shown when its asker can search
+        no hidden source (a log without one counts as anonymous: the open sources
+        only) and none of its chunks still in the index is in one. Every log, for
+        whoever sees every source."""
+        if sees_every_row(user):
+            return self
+        hidden = Source.objects.hidden_from(user)
+        asker_searches_hidden = Q(user__is_superuser=True) | Exists(
+            Group.objects.filter(user=OuterRef("user_id"), sources__in=hidden)
+        )
+        retrieved_hidden = Exists(
+            Chunk.objects.filter(
+                EqualsAny(F("pk"), OuterRef("chunk_ids")), page__source__in=hidden
+            )
+        )
+        return self.exclude(asker_searches_hidden).exclude(retrieved_hidden)
+
+
 class QueryLog(models.Model):
     """One search or question, with what it retrieved: the material for evaluation."""
 
@@ -233,6 +258,8 @@ class QueryLog(models.Model):
         help_text="What the asker said of the answer on the Ask page.",
     )
     feedback_at = models.DateTimeField(null=True, blank=True)
+
+    objects = QueryLogQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created_at"]

@@ -6,14 +6,15 @@ a superuser."""
 from __future__ import annotations
 
 from datetime import timedelta
+from types import SimpleNamespace
 
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Permission
+from django.contrib.auth.models import Group, Permission
 from django.test import TestCase
 from django.utils import timezone
 
 from ingest.boilerplate import line_shape, shape_hash
-from ingest.models import Delivery
+from ingest.models import Crawl, CrawlUrl, Delivery
 from retrieval.models import Chunk, Embedding, EmbeddingUsage, QueryLog
 from sources.models import LineShape, Page, PageVersion, Push, Source
 
@@ -162,3 +163,112 @@ class AdminWorld(TestCase):
             abstained=True,
             latency_ms=9,
         )
+
+
+# -- two groups' sources, for who sees what --------------------------------------
+
+ALPHA = "https://alpha.example.com"
+BETA = "https://beta.example.net"
+# What of group B's rows shows in a page about them: host, source name, hashes.
+BETA_MARKS = ["beta.example.net", "Beta secrets", "b1b1b1b1b1b1"]
+
+
+def rows_of_source(*, name: str, site: str, group: Group, asker, mark: str):
+    """A Crawlbase source of ``group`` with one row of every kind hanging off it: a
+    live, failing and due page with two versions, a chunk and its vector, a done
+    and a failed delivery, a delivered push, a line shape, a running crawl with one
+    URL, and ``asker``'s question answered from the chunk. ``mark`` (two letters)
+    makes its hashes its own."""
+    now = timezone.now()
+    source = Source.objects.create(
+        name=name, seed_urls=f"{site}/", fetcher=Source.Fetcher.CRAWLBASE
+    )
+    source.allowed_groups.add(group)
+    page = Page.objects.create(
+        source=source,
+        url=f"{site}/guide/",
+        title=f"{name} guide",
+        status=Page.Status.LIVE,
+        content_hash=mark * 32,
+        markdown=NEW,
+        last_verified_at=now - timedelta(days=9),
+        next_crawl_at=now - timedelta(hours=1),
+        failure_count=1,
+        last_failure_at=now - timedelta(hours=2),
+        last_error=f"{site} answered 503",
+        embedding_tokens=777,
+    )
+    versions = [
+        PageVersion.objects.create(
+            page=page,
+            kind=PageVersion.Kind.CHANGED,
+            content_hash=mark * 32,
+            markdown=text,
+            recorded_at=now - timedelta(days=days),
+        )
+        for text, days in [(OLD, 20), (NEW, 9)]
+    ]
+    chunk = Chunk.objects.create(
+        page=page, position=0, heading=f"{name} › Use", text="Use it.",
+        embed_hash=mark * 32, token_count=40,
+    )  # fmt: skip
+    embedding = Embedding.objects.create(
+        space="test/x/3", text_hash=mark * 32, vector=[0, 1, 0]
+    )
+    delivery = Delivery.objects.create(
+        rid=f"rid-{mark}", url=page.url, page=page, version=versions[1],
+        state=Delivery.State.DONE, outcome=Delivery.Outcome.EMBEDDED,
+        embedding_tokens=55, received_at=now - timedelta(hours=3),
+    )  # fmt: skip
+    failed = Delivery.objects.create(
+        rid=f"failed-{mark}", url=page.url, page=page, body=b"x",
+        state=Delivery.State.FAILED, outcome=Delivery.Outcome.FAILED,
+        received_at=now - timedelta(hours=4),
+    )  # fmt: skip
+    push = Push.objects.create(
+        rid=f"push-{mark}", page=page, url=page.url, state=Push.State.DELIVERED
+    )
+    shape = LineShape.objects.create(
+        source=source, shape=int(mark, 16), pages=5, example=f"{name} menu"
+    )
+    crawl = Crawl.objects.create(source=source, max_pages=10, max_depth=1)
+    crawl_url = CrawlUrl.objects.create(
+        crawl=crawl, url=f"{site}/crawled/", origin=site
+    )
+    log = QueryLog.objects.create(
+        kind=QueryLog.Kind.QUERY, text=f"What does {site} keep?", answer="Use it.",
+        chunk_ids=[chunk.pk], scores=[0.5], latency_ms=10, user=asker,
+    )  # fmt: skip
+    return SimpleNamespace(
+        source=source, page=page, versions=versions, chunk=chunk,
+        embedding=embedding, delivery=delivery, failed=failed, push=push,
+        shape=shape, crawl=crawl, crawl_url=crawl_url, log=log,
+    )  # fmt: skip
+
+
+class TwoGroupsWorld(AdminWorld):
+    """The admin world (its source open to everyone) and two groups' sources:
+    Alice edits for group A; Bob, of group B, only asks questions."""
+
+    @classmethod
+    def setUpTestData(cls):
+        super().setUpTestData()
+        cls.group_a = Group.objects.create(name="readers-a")
+        cls.group_b = Group.objects.create(name="readers-b")
+        cls.alice = editor_create("alice")
+        cls.alice.groups.add(cls.group_a)
+        cls.bob = get_user_model().objects.create_user("bob")
+        cls.bob.groups.add(cls.group_b)
+        cls.a = rows_of_source(
+            name="Alpha handbook", site=ALPHA, group=cls.group_a, asker=cls.alice,
+            mark="a1",
+        )  # fmt: skip
+        cls.b = rows_of_source(
+            name="Beta secrets", site=BETA, group=cls.group_b, asker=cls.bob,
+            mark="b1",
+        )  # fmt: skip
+        # Delivered for a URL no source covers: which group's it is, nobody knows.
+        cls.stray = Delivery.objects.create(
+            rid="stray", url=f"{BETA}/unlisted/", body=b"x",
+            state=Delivery.State.DONE, outcome=Delivery.Outcome.OUT_OF_SCOPE,
+        )  # fmt: skip

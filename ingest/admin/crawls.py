@@ -12,10 +12,12 @@ from ingest.crawl.progress import crawl_progress
 from ingest.crawl.services import crawl_cancel
 from ingest.models import Crawl, CrawlUrl
 from kbsite.admin_utils import ReadOnlyAdmin
+from sources.admin.visibility import VisibleRowsAdmin
 
 
 @admin.register(Crawl)
-class CrawlAdmin(ReadOnlyAdmin):
+class CrawlAdmin(VisibleRowsAdmin, ReadOnlyAdmin):
+    source_path = "source"
     list_display = ["__str__", "state", "started_at", "finished_at", "progress"]
     list_filter = ["state", "kind", "source"]
     list_select_related = ["source"]
@@ -43,7 +45,8 @@ class CrawlAdmin(ReadOnlyAdmin):
 
 
 @admin.register(CrawlUrl)
-class CrawlUrlAdmin(ReadOnlyAdmin):
+class CrawlUrlAdmin(VisibleRowsAdmin, ReadOnlyAdmin):
+    source_path = "crawl__source"
     list_display = ["url", "kind", "state", "result", "site_status", "depth", "error"]
     list_filter = ["result", "state", "kind"]
     search_fields = ["url"]

@@ -15,6 +15,7 @@ from django.utils.html import format_html
 from ingest.models import Delivery
 from ingest.queueing import delivery_requeue
 from kbsite.admin_utils import ReadOnlyAdmin, ago, number, title_and_path
+from sources.admin.visibility import VisibleRowsAdmin
 
 
 class SiteStatusFilter(admin.SimpleListFilter):
@@ -49,8 +50,11 @@ class SiteStatusFilter(admin.SimpleListFilter):
 
 
 @admin.register(Delivery)
-class DeliveryAdmin(ReadOnlyAdmin):
+class DeliveryAdmin(VisibleRowsAdmin, ReadOnlyAdmin):
     menu_order = 1
+    # A delivery no page holds yet (its job has not run, or no source covers its
+    # URL) is nobody's known source's: for those who see every source.
+    source_path = "page__source"
     list_display = ["delivery", "source", "result", "statuses", "tokens", "received"]
     list_display_links = ["delivery"]
     list_filter = ["outcome", "state", ("page__source", admin.RelatedFieldListFilter),

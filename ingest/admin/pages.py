@@ -14,7 +14,7 @@ from django.utils.html import format_html_join
 
 from ingest.admin.plans import plan_report
 from ingest.models import Delivery
-from ingest.recrawl import pages_recrawl
+from ingest.recrawl import RECRAWL_PERMISSION, pages_recrawl
 from kbsite.admin_utils import ago, number, tokens_cost
 from retrieval.chunking import chunk_markdown
 from sources.admin.pages import PageAdmin
@@ -33,7 +33,12 @@ class CrawlingPageAdmin(PageAdmin):
             pages = Page.objects.filter(pk=obj.pk)
             plan_report(self, request, pages_recrawl(pages=pages))
 
-    @admin.action(description="Crawl the selected pages again now")
+    def has_recrawl_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm(RECRAWL_PERMISSION)
+
+    @admin.action(
+        description="Crawl the selected pages again now", permissions=["recrawl"]
+    )
     def crawl_now(self, request: HttpRequest, queryset: QuerySet[Page]) -> None:
         plan_report(self, request, pages_recrawl(pages=queryset))
 

@@ -11,8 +11,7 @@ from django.contrib import admin
 from django.core.exceptions import PermissionDenied
 from django.db.models import OuterRef, QuerySet, Subquery, Sum
 from django.db.models.functions import Coalesce
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
-from django.shortcuts import get_object_or_404
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
@@ -21,7 +20,7 @@ from django.views.decorators.http import require_POST
 from ingest import stats
 from ingest.admin.plans import plan_report
 from ingest.models import Delivery
-from ingest.recrawl import recrawl_due, source_crawl_start
+from ingest.recrawl import RECRAWL_PERMISSION, recrawl_due, source_crawl_start
 from kbsite.admin_utils import ago, number, tokens_cost
 from sources.admin.sources import SourceAdmin
 from sources.models import Source
@@ -82,7 +81,7 @@ class CrawlingSourceAdmin(SourceAdmin):
         form_url: str = "",
         extra_context: dict[str, Any] | None = None,
     ) -> HttpResponse:
-        source = Source.objects.filter(pk=object_id).first()
+        source = self.get_object(request, object_id)
         buttons = self.crawl_buttons(request, source) if source else []
         context = {**(extra_context or {}), "crawl_buttons": buttons}
         return super().change_view(request, object_id, form_url, context)
@@ -90,7 +89,7 @@ class CrawlingSourceAdmin(SourceAdmin):
     def crawl_buttons(self, request: HttpRequest, source: Source) -> list[dict]:
         """The crawl actions of the source's page: only those its fetcher can do,
         for editors who may change sources."""
-        if not self.has_change_permission(request, source):
+        if not self.has_recrawl_permission(request):
             return []
         return [
             {"url": reverse("admin:sources_source_crawl_now", args=[source.pk]),
@@ -122,10 +121,15 @@ class CrawlingSourceAdmin(SourceAdmin):
         return self._back(source)
 
     def _changeable(self, request: HttpRequest, object_id: str) -> Source:
-        source = get_object_or_404(Source, pk=object_id)
-        if not self.has_change_permission(request, source):
+        source = self.get_object(request, object_id)
+        if source is None:
+            raise Http404("No source with this id.")
+        if not self.has_recrawl_permission(request):
             raise PermissionDenied
         return source
+
+    def has_recrawl_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm(RECRAWL_PERMISSION)
 
     def _back(self, source: Source) -> HttpResponse:
         return HttpResponseRedirect(
@@ -223,12 +227,18 @@ class CrawlingSourceAdmin(SourceAdmin):
 
     # -- actions on many sources -------------------------------------------------
 
-    @admin.action(description="Crawl the selected sources now (from their seeds)")
+    @admin.action(
+        description="Crawl the selected sources now (from their seeds)",
+        permissions=["recrawl"],
+    )
     def crawl_now(self, request: HttpRequest, queryset: QuerySet[Source]) -> None:
         for source in queryset:
             plan_report(self, request, source_crawl_start(source=source))
 
-    @admin.action(description="Recrawl the due pages of the selected sources")
+    @admin.action(
+        description="Recrawl the due pages of the selected sources",
+        permissions=["recrawl"],
+    )
     def recrawl_due_pages(
         self, request: HttpRequest, queryset: QuerySet[Source]
     ) -> None:

@@ -5,19 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin
-from django.db.models import BooleanField, F, Func, QuerySet
+from django.db.models import F, QuerySet
 from django.http import HttpRequest
 
 from kbsite.admin_utils import ReadOnlyAdmin, number
-from sources.models import LineShape
-
-
-class EqualsAny(Func):
-    """``value = ANY(array)`` in PostgreSQL."""
-
-    template = "(%(expressions)s))"
-    arg_joiner = " = ANY("
-    output_field = BooleanField()
+from sources.admin.visibility import VisibleRowsAdmin
+from sources.models import EqualsAny, LineShape
 
 
 class StrippedFilter(admin.SimpleListFilter):
@@ -36,10 +29,11 @@ class StrippedFilter(admin.SimpleListFilter):
 
 
 @admin.register(LineShape)
-class LineShapeAdmin(ReadOnlyAdmin):
+class LineShapeAdmin(VisibleRowsAdmin, ReadOnlyAdmin):
     """What each source's pages repeat: the lines stripped as boilerplate."""
 
     menu_order = 4
+    source_path = "source"
     list_display = ["example", "source", "page_count", "stripped"]
     list_filter = [StrippedFilter, "source"]
     search_fields = ["example"]

@@ -8,8 +8,7 @@ from typing import Any
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404
+from django.http import Http404, HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import path
 from django.utils import timezone
@@ -27,6 +26,7 @@ from kbsite.admin_utils import (
 from kbsite.textdiff import markdown_diff
 from sources.admin.sources import durations_in_words
 from sources.admin.versions import PageVersionInline
+from sources.admin.visibility import VisibleRowsAdmin
 from sources.models import Page, PageVersion
 
 
@@ -62,8 +62,9 @@ class PageConditionFilter(admin.SimpleListFilter):
 
 
 @admin.register(Page)
-class PageAdmin(ListDeferMixin, admin.ModelAdmin):
+class PageAdmin(VisibleRowsAdmin, ListDeferMixin, admin.ModelAdmin):
     menu_order = 2
+    source_path = "source"
     list_display = ["page", "source", "status", "verified", "changed", "failures",
                     "next_check"]  # fmt: skip
     list_display_links = ["page"]
@@ -158,7 +159,9 @@ class PageAdmin(ListDeferMixin, admin.ModelAdmin):
     def diff_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         """Two versions of the page side by side as a diff (``a`` older, ``b`` newer;
         by default the latest version and the one before it)."""
-        page = get_object_or_404(self.get_queryset(request), pk=object_id)
+        page = self.get_object(request, object_id)
+        if page is None:
+            raise Http404("No page with this id.")
         if not self.has_view_or_change_permission(request, page):
             raise PermissionDenied
         versions = list(page.versions.defer("markdown").order_by("-recorded_at", "-pk"))

@@ -5,12 +5,14 @@ from __future__ import annotations
 from django.contrib import admin
 
 from kbsite.admin_utils import ReadOnlyAdmin, title_and_path
+from sources.admin.visibility import VisibleRowsAdmin
 from sources.models import Push
 
 
 @admin.register(Push)
-class PushAdmin(ReadOnlyAdmin):
+class PushAdmin(VisibleRowsAdmin, ReadOnlyAdmin):
     menu_order = 5
+    source_path = "page__source"
     list_display = ["page_url", "state", "rid", "pushed_at", "delivered_at"]
     list_filter = ["state"]
     search_fields = ["=rid", "url"]

@@ -14,6 +14,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 
 from kbsite.admin_utils import ReadableDurationField, number, readable_duration
+from sources.admin.visibility import VisibleRowsAdmin
 from sources.models import Page, Source, stale_condition
 
 DURATION_HELP = (
@@ -31,8 +32,9 @@ def durations_in_words(help_text: str) -> dict[Any, dict[str, Any]]:
 
 
 @admin.register(Source)
-class SourceAdmin(admin.ModelAdmin):
+class SourceAdmin(VisibleRowsAdmin):
     menu_order = 1
+    source_path = "pk"
     list_display = ["name", "fetcher", "live_count", "failing_count", "stale_count",
                     "interval"]  # fmt: skip
     list_filter = ["fetcher"]

@@ -10,6 +10,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from kbsite.admin_utils import ReadOnlyAdmin, hash_column, title_and_path
+from sources.admin.visibility import VisibleRowsAdmin
 from sources.models import PageVersion
 
 
@@ -35,8 +36,9 @@ class PageVersionInline(admin.TabularInline):
 
 
 @admin.register(PageVersion)
-class PageVersionAdmin(ReadOnlyAdmin):
+class PageVersionAdmin(VisibleRowsAdmin, ReadOnlyAdmin):
     menu_order = 3
+    source_path = "page__source"
     list_display = ["page_title", "kind", "hash", "recorded_at", "compare"]
     list_filter = ["kind"]
     list_defer = ["markdown"]
