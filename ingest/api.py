@@ -9,18 +9,30 @@ from typing import Any
 
 from django.conf import settings
 from django.core.cache import cache
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers, status
-from rest_framework.permissions import IsAdminUser
+from rest_framework.permissions import BasePermission, IsAdminUser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from ingest.recrawl import recrawl_due, urls_recrawl
+from ingest.recrawl import RECRAWL_PERMISSION, recrawl_due, urls_recrawl
 from sources.models import Source
 
 STATS_CACHE_SECONDS = 30
 STATS_TIMEOUT_SECONDS = 10
+
+
+@extend_schema_field(OpenApiTypes.INT)
+class VisibleSourceField(serializers.PrimaryKeyRelatedField):
+    """A source's id, among the sources the caller sees: another's is an id that
+    does not exist (and without a caller, every one is)."""
+
+    def get_queryset(self) -> Any:
+        request = self.context.get("request")
+        sources = Source.objects
+        return sources.visible_to(request.user) if request else sources.none()
 
 
 class RecrawlRequestSerializer(serializers.Serializer):
@@ -33,8 +45,7 @@ class RecrawlRequestSerializer(serializers.Serializer):
     )
     # The metaclass moves declared fields off the class: this does not shadow
     # Field.source at run time, whatever the stubs say.
-    source = serializers.PrimaryKeyRelatedField(  # type: ignore[assignment]
-        queryset=Source.objects.all(),
+    source = VisibleSourceField(  # type: ignore[assignment]
         required=False,
         help_text="A source id: push its pages (with due=true, only the due ones).",
     )
@@ -54,21 +65,30 @@ class RecrawlResponseSerializer(serializers.Serializer):
     out_of_scope = serializers.IntegerField(help_text="URLs no source covers.")
 
 
-class RecrawlView(APIView):
-    """Queue pages for Crawlbase now; pushes go out at CRAWLBASE_PUSH_RATE."""
+class MayRecrawl(BasePermission):
+    """Staff who may change sources: the admin's rule for its crawl buttons."""
 
-    permission_classes = [IsAdminUser]
+    def has_permission(self, request: Request, view: Any) -> bool:
+        return request.user.has_perm(RECRAWL_PERMISSION)
+
+
+class RecrawlView(APIView):
+    """Queue pages for Crawlbase now; pushes go out at CRAWLBASE_PUSH_RATE. Only
+    the sources the caller sees: a URL of another is answered as a URL no source
+    covers, a source id of another as an id that does not exist."""
+
+    permission_classes = [IsAdminUser, MayRecrawl]
 
     @extend_schema(
         request=RecrawlRequestSerializer,
         responses={202: RecrawlResponseSerializer, 400: dict, 401: dict, 403: dict},
     )
     def post(self, request: Request) -> Response:
-        body = RecrawlRequestSerializer(data=request.data)
+        body = RecrawlRequestSerializer(data=request.data, context={"request": request})
         body.is_valid(raise_exception=True)
         data = body.validated_data
         if data.get("urls"):
-            plan = urls_recrawl(urls=data["urls"])
+            plan = urls_recrawl(urls=data["urls"], user=request.user)
         else:
             plan = recrawl_due(source=data["source"], everything=not data["due"])
         if plan.busy:

@@ -8,7 +8,7 @@ from datetime import timedelta
 from io import StringIO
 
 import pytest
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Permission, User
 from django.core.cache import cache
 from django.core.management import CommandError, call_command
 from django.test import override_settings
@@ -452,7 +452,10 @@ def api_as(user: User | None) -> APIClient:
 
 @pytest.fixture
 def staff(db):
-    return api_as(User.objects.create_user("ops", is_staff=True))
+    """Staff who may change sources (and so recrawl them)."""
+    user = User.objects.create_user("ops", is_staff=True)
+    user.user_permissions.add(Permission.objects.get(codename="change_source"))
+    return api_as(user)
 
 
 @pytest.mark.django_db
