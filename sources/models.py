@@ -201,8 +201,9 @@ class Source(models.Model):
         Group,
         blank=True,
         related_name="sources",
-        help_text="Only API users in these groups may search this source. "
-        "Empty: every API user may.",
+        help_text="Only users in these groups may search this source, and only "
+        "editors in them see it and its pages in the admin. Empty: every signed-in "
+        "user may.",
     )
     common_shapes = ArrayField(
         models.BigIntegerField(),

@@ -108,6 +108,7 @@ class Migration(migrations.Migration):
     dependencies = [
         ("sources", "0005_crawl_limits_validators_duplicates"),
         ("retrieval", "0007_querylog_feedback"),
+        ("auth", "0012_alter_user_first_name_max_length"),
     ]
 
     operations = [
@@ -140,6 +141,16 @@ class Migration(migrations.Migration):
                 blank=True,
                 help_text="One URL per line, e.g. https://docs.djangoproject.com/en/5.2/. The source holds the pages under each seed's directory: …/hr/ holds /hr/…, a seed of the site's root its whole host.",
                 verbose_name="seed URLs",
+            ),
+        ),
+        migrations.AlterField(
+            model_name="source",
+            name="allowed_groups",
+            field=models.ManyToManyField(
+                blank=True,
+                help_text="Only users in these groups may search this source, and only editors in them see it and its pages in the admin. Empty: every signed-in user may.",
+                related_name="sources",
+                to="auth.group",
             ),
         ),
         migrations.RunPython(rescope, migrations.RunPython.noop, elidable=True),
