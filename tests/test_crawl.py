@@ -216,8 +216,8 @@ class PolitenessTests(CrawlWorld):
         with override_settings(CRAWL_HOST_CONCURRENCY=2):
             assert frontier_claim(crawl=crawl) is None
         with override_settings(CRAWL_HOST_CONCURRENCY=3):
-            row, wait = frontier_claim(crawl=crawl)
-        assert row.url == self.site.url("/docs/") and wait == 0
+            claim = frontier_claim(crawl=crawl)
+        assert claim.row.url == self.site.url("/docs/") and claim.wait == 0
 
     def test_a_site_too_slow_to_answer_times_out(self):
         self.site.add("/docs/", page("Docs"), hold=True)

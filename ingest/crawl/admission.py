@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from ingest.crawl.links import looks_like_page
 from ingest.crawl.robots import origin_of
-from ingest.crawl.safety import scheme_refusal
+from ingest.crawl.safety import scheme_refusal, url_unusable
 from ingest.models import Crawl, CrawlUrl
 from kbsite.canonical import canonical_url
 from sources.models import Page
@@ -57,7 +57,10 @@ def urls_admit(
     if not rows:
         return 0
     with transaction.atomic():
-        Crawl.objects.select_for_update().filter(pk=crawl.pk).first()
+        locked = Crawl.objects.select_for_update().filter(pk=crawl.pk).first()
+        if locked is None or not locked.is_running:
+            # Ended meanwhile: cancelled, or its URLs moved to a site crawl.
+            return 0
         there = CrawlUrl.objects.filter(crawl=crawl, url__in=list(rows))
         present = set(there.values_list("url", flat=True))
         fresh = [row for url, row in rows.items() if url not in present]
@@ -82,7 +85,7 @@ def _canonical(url: str) -> str | None:
         canonical = canonical_url(url)
     except ValueError:
         return None
-    if len(canonical) > 2048 or scheme_refusal(canonical):
+    if len(canonical) > 2048 or url_unusable(canonical) or scheme_refusal(canonical):
         return None
     return canonical
 

@@ -4,12 +4,13 @@ one crawl without fetching a URL twice, and each host gets its requests in turn.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import DateTimeField, Min, Q, Value
-from django.db.models.functions import Coalesce
+from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
 from ingest.models import Crawl, CrawlHost, CrawlUrl
@@ -24,10 +25,24 @@ def lease() -> timedelta:
     return timedelta(seconds=settings.Q_TIMEOUT)
 
 
-def frontier_claim(*, crawl: Crawl) -> tuple[CrawlUrl, float] | None:
+@dataclass(frozen=True)
+class Claim:
+    row: CrawlUrl
+    wait: float = 0.0  # seconds before the request may start
+    # Why the URL fails without a request: its attempts are spent.
+    give_up: str = ""
+
+
+def attempts_allowed() -> int:
+    return settings.CRAWL_RETRIES + 1
+
+
+def frontier_claim(*, crawl: Crawl) -> Claim | None:
     """The next URL of the crawl whose host may be asked now (or within MAX_WAIT
     seconds), claimed for this worker, with the seconds to wait before the request.
-    None when no URL can be taken now."""
+    A URL whose attempts are spent (its worker died on it each time, or
+    CRAWL_RETRIES was lowered) is claimed to be failed, not fetched. None when no
+    URL can be taken now."""
     now = timezone.now()
     due = Q(state=CrawlUrl.State.QUEUED) & (Q(not_before=None) | Q(not_before__lte=now))
     abandoned = Q(state=CrawlUrl.State.FETCHING, claimed_at__lt=now - lease())
@@ -39,18 +54,36 @@ def frontier_claim(*, crawl: Crawl) -> tuple[CrawlUrl, float] | None:
         )
         busy: set[str] = set()
         for row in candidates:
+            if row.attempts >= attempts_allowed():
+                give_up = _spent(row)
+                _take(row, now)
+                return Claim(row=row, give_up=give_up)
             if row.origin in busy:
                 continue
             wait = host_turn_take(origin=row.origin, now=now, exclusive=True)
             if wait is None:
                 busy.add(row.origin)
                 continue
-            row.state = CrawlUrl.State.FETCHING
-            row.claimed_at = now
             row.attempts += 1
-            row.save(update_fields=["state", "claimed_at", "attempts"])
-            return row, wait
+            _take(row, now)
+            return Claim(row=row, wait=wait)
     return None
+
+
+def _take(row: CrawlUrl, now: datetime) -> None:
+    row.state = CrawlUrl.State.FETCHING
+    row.claimed_at = now
+    row.save(update_fields=["state", "claimed_at", "attempts"])
+
+
+def _spent(row: CrawlUrl) -> str:
+    before = f"; before: {row.error}" if row.error else ""
+    if row.state == CrawlUrl.State.FETCHING:
+        return (
+            f"gave up after {row.attempts} attempts: the last never finished "
+            f"(its worker stopped){before}"
+        )
+    return f"gave up after {row.attempts} attempts{before}"
 
 
 def host_turn_take(
@@ -99,13 +132,45 @@ def host_turn_wait(*, origin: str) -> float:
     return wait or 0.0
 
 
-def host_slow_down(*, origin: str, seconds: float) -> None:
+def host_slow_down(*, origin: str, seconds: float, asked_by: str) -> float:
     """The host asked for a pause (429, 503 with Retry-After): nothing goes to it
-    before then, from any worker."""
+    before then, from any worker. One longer than CRAWL_MAX_DELAY pauses the host
+    for CRAWL_MAX_DELAY, with the reason. Returns the seconds it waits."""
+    cap = settings.CRAWL_MAX_DELAY
+    if seconds > cap:
+        host_pause(origin=origin, reason=f"{asked_by} asks for {seconds:,.0f} s")
+        return float(cap)
     until = timezone.now() + timedelta(seconds=seconds)
     CrawlHost.objects.filter(origin=origin, next_fetch_at__lt=until).update(
         next_fetch_at=until
     )
+    return seconds
+
+
+def host_pause(*, origin: str, reason: str) -> None:
+    """The site asked for a wait longer than CRAWL_MAX_DELAY (a Retry-After, a
+    robots.txt Crawl-delay): nothing goes to it for CRAWL_MAX_DELAY, and the
+    reason is kept for the crawls waiting on it to show."""
+    cap = settings.CRAWL_MAX_DELAY
+    until = timezone.now() + timedelta(seconds=cap)
+    CrawlHost.objects.filter(origin=origin).update(
+        next_fetch_at=Greatest(
+            "next_fetch_at", Value(until, output_field=DateTimeField())
+        ),
+        paused_until=until,
+        pause_reason=(
+            f"{origin}: {reason}, more than CRAWL_MAX_DELAY ({cap:,} s); "
+            f"paused until {until:%Y-%m-%d %H:%M} UTC"
+        ),
+    )
+
+
+def hosts_paused(*, origins: list[str]) -> list[str]:
+    """Why each of these hosts is paused now, if it is."""
+    paused = CrawlHost.objects.filter(
+        origin__in=origins, paused_until__gt=timezone.now()
+    ).exclude(pause_reason="")
+    return list(paused.order_by("origin").values_list("pause_reason", flat=True))
 
 
 def seconds_to_next(*, crawl: Crawl) -> float | None:

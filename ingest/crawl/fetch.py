@@ -1,9 +1,12 @@
 """Fetching one frontier URL, start to end: the hops to where it ends
 (``hops``), then one delivery through the ingest path (``delivering``) or the
 sitemap read (``sitemaps``); a URL that fails for now is tried again later, with
-backoff, until its retries run out."""
+backoff, until its retries run out. Whatever else goes wrong with one URL fails
+that URL alone: the crawl goes on."""
 
 from __future__ import annotations
+
+import logging
 
 from django.conf import settings
 
@@ -14,12 +17,25 @@ from ingest.crawl.hops import url_follow
 from ingest.crawl.sitemaps import sitemap_read
 from ingest.models import CrawlUrl
 
+logger = logging.getLogger(__name__)
+
 Result = CrawlUrl.Result
 
 
 def crawl_url_fetch(*, ctx: Context, row: CrawlUrl) -> str:
     """Fetch one claimed URL and record what became of it; returns its result, or
     "" when it was put back in the queue to be tried again."""
+    try:
+        return _fetch(ctx, row)
+    except Exception as exc:
+        # A bug, or a site sending what nothing foresaw: one URL must not stall
+        # the crawl (left claimed, it would be taken again and again).
+        logger.exception("crawl %s: fetching %s failed", ctx.crawl.pk, row.url)
+        message = f"unexpected error: {type(exc).__name__}: {exc}"
+        return url_fail(ctx, row, message)
+
+
+def _fetch(ctx: Context, row: CrawlUrl) -> str:
     try:
         reached = url_follow(ctx, row)
         if row.kind == CrawlUrl.Kind.SITEMAP:
@@ -35,11 +51,15 @@ def crawl_url_fetch(*, ctx: Context, row: CrawlUrl) -> str:
 
 
 def _again(ctx: Context, row: CrawlUrl, again: Again) -> str:
+    wait = None
     if again.after is not None:
-        claims.host_slow_down(origin=row.origin, seconds=again.after)
+        wait = claims.host_slow_down(
+            origin=row.origin, seconds=again.after, asked_by="Retry-After"
+        )
     if row.attempts <= settings.CRAWL_RETRIES:
-        backoff = settings.CRAWL_RETRY_SECONDS * 2 ** (row.attempts - 1)
-        wait = again.after if again.after is not None else backoff
+        if wait is None:
+            backoff = settings.CRAWL_RETRY_SECONDS * 2 ** (row.attempts - 1)
+            wait = min(backoff, settings.CRAWL_MAX_DELAY)
         results.url_retry_later(row=row, seconds=wait, error=str(again))
         return ""
     message = f"{again} (after {row.attempts} attempts)"

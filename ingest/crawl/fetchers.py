@@ -19,7 +19,7 @@ from urllib.parse import urljoin
 import httpx2
 from django.conf import settings
 
-from ingest.crawl.safety import guarded_transport
+from ingest.crawl.safety import guarded_transport, scheme_refusal, url_unusable
 
 HTML_TYPES = {"text/html", "application/xhtml+xml"}
 MARKDOWN_TYPES = {"text/markdown", "text/x-markdown"}
@@ -81,10 +81,18 @@ class Fetcher(Protocol):
     hosted: bool
 
     def get(
-        self, url: str, *, etag: str = "", last_modified: str = "", raw: bool = False
+        self,
+        url: str,
+        *,
+        etag: str = "",
+        last_modified: str = "",
+        raw: bool = False,
+        max_bytes: int | None = None,
     ) -> Response:
         """One request. ``raw``: any content type, as bytes (robots.txt,
-        sitemaps); otherwise the body is read only for HTML and Markdown."""
+        sitemaps); otherwise the body is read only for HTML and Markdown.
+        ``max_bytes``: the body's first bytes only, however long it is (robots.txt),
+        where a body over CRAWL_MAX_BODY_BYTES is otherwise refused."""
         ...
 
     def close(self) -> None: ...
@@ -127,15 +135,32 @@ def retry_after_seconds(value: str | None) -> float | None:
 MAX_REDIRECTS = 5
 
 
-def get_following(fetcher: Fetcher, url: str) -> Response:
+def get_following(
+    fetcher: Fetcher, url: str, *, max_bytes: int | None = None
+) -> Response:
     """The raw answer at ``url``, after at most MAX_REDIRECTS redirects: still a
-    redirect if there were more. Raises FetchError."""
+    redirect if there were more. Raises FetchError (not retryable for a redirect
+    to a URL that cannot be requested)."""
     for _ in range(MAX_REDIRECTS):
-        response = fetcher.get(url, raw=True)
+        response = fetcher.get(url, raw=True, max_bytes=max_bytes)
         if not response.is_redirect or fetcher.follows_redirects:
             return response
-        url = urljoin(url, response.location)
-    return fetcher.get(url, raw=True)
+        url = _redirect_target(url, response.location)
+    return fetcher.get(url, raw=True, max_bytes=max_bytes)
+
+
+def _redirect_target(url: str, location: str) -> str:
+    try:
+        target = urljoin(url, location)
+        problem = url_unusable(target) or scheme_refusal(target)
+    except ValueError as exc:
+        target, problem = location, str(exc)
+    if problem:
+        raise FetchError(
+            f"redirected to {target[:200]}, which cannot be requested: {problem}",
+            retryable=False,
+        )
+    return target
 
 
 def user_agent() -> str:
@@ -162,7 +187,13 @@ class DirectFetcher:
         )
 
     def get(
-        self, url: str, *, etag: str = "", last_modified: str = "", raw: bool = False
+        self,
+        url: str,
+        *,
+        etag: str = "",
+        last_modified: str = "",
+        raw: bool = False,
+        max_bytes: int | None = None,
     ) -> Response:
         headers = {}
         if etag:
@@ -176,7 +207,11 @@ class DirectFetcher:
                 if answer.status_code == 200 and (
                     raw or media_type_wanted(response.media_type, url)
                 ):
-                    response.body = self._read(answer, started)
+                    response.body = self._read(answer, started, max_bytes)
+        except httpx2.InvalidURL as exc:
+            raise FetchError(
+                f"{url[:200]} cannot be requested: {exc}", retryable=False
+            ) from None
         except httpx2.TimeoutException:
             raise FetchError(
                 f"timed out after {self.timeout:.0f} s", crawler_status=504
@@ -198,16 +233,21 @@ class DirectFetcher:
             robots_tag=", ".join(headers.get_list("x-robots-tag")),
         )
 
-    def _read(self, answer: httpx2.Response, started: float) -> bytes:
-        """The body, up to the size limit and within the time limit overall (a
-        server dripping bytes would otherwise never time out)."""
+    def _read(
+        self, answer: httpx2.Response, started: float, first: int | None
+    ) -> bytes:
+        """The body, up to the size limit (or its ``first`` bytes) and within the
+        time limit overall (a server dripping bytes would otherwise never time
+        out)."""
         declared = answer.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > self.max_bytes:
+        if first is None and declared.isdigit() and int(declared) > self.max_bytes:
             raise FetchError(self._too_large(), retryable=False)
         body = bytearray()
         for piece in answer.iter_bytes():
             body += piece
-            if len(body) > self.max_bytes:
+            if first is not None and len(body) >= first:
+                return bytes(body[:first])
+            if first is None and len(body) > self.max_bytes:
                 raise FetchError(self._too_large(), retryable=False)
             if time.monotonic() - started > self.timeout:
                 raise FetchError(

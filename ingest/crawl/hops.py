@@ -15,7 +15,12 @@ from ingest.crawl.context import Again, Context, Reached, Stop
 from ingest.crawl.fetchers import MAX_REDIRECTS, FetchError, Response
 from ingest.crawl.reading import page_read
 from ingest.crawl.robots import RobotsUnreachable, origin_of
-from ingest.crawl.safety import Refused, address_refusal, scheme_refusal
+from ingest.crawl.safety import (
+    Refused,
+    address_refusal,
+    scheme_refusal,
+    url_unusable,
+)
 from ingest.crawl.sitemaps import sitemaps_discover
 from ingest.models import CrawlUrl
 from kbsite.canonical import canonical_url
@@ -36,7 +41,7 @@ def url_follow(ctx: Context, row: CrawlUrl) -> Reached:
             time.sleep(claims.host_turn_wait(origin=origin))
         response = _get(ctx, row, url)
         if response.is_redirect and not ctx.fetcher.follows_redirects:
-            url = _hop(chain, urljoin(url, response.location))
+            url = _hop(chain, url, response.location)
             continue
         if response.status == 429 or response.status >= 500:
             raise Again(
@@ -49,12 +54,16 @@ def url_follow(ctx: Context, row: CrawlUrl) -> Reached:
             page_read(reached)
             canonical = _canonical_target(ctx, reached)
             if canonical:
-                url = _hop(chain, canonical)
+                url = _hop(chain, url, canonical)
                 continue
         return reached
 
 
 def _check_hop(ctx: Context, row: CrawlUrl, url: str, *, first: bool) -> None:
+    unusable = url_unusable(url)
+    if unusable:
+        where = url[:200] if first else f"redirected to {url[:200]}, which"
+        raise Stop(Result.FAILED, f"{where} cannot be requested: {unusable}")
     refusal = scheme_refusal(url) or _hosted_refusal(ctx, url)
     if refusal:
         raise Stop(Result.REFUSED, refusal)
@@ -64,6 +73,8 @@ def _check_hop(ctx: Context, row: CrawlUrl, url: str, *, first: bool) -> None:
     try:
         allowed = ctx.robots.allowed(url)
     except RobotsUnreachable as exc:
+        if not exc.retryable:
+            raise Stop(Result.FAILED, str(exc)) from None
         raise Again(str(exc), after=exc.retry_after) from None
     except Refused as exc:  # robots.txt is the first request to a host
         raise Stop(Result.REFUSED, str(exc)) from None
@@ -110,9 +121,9 @@ def _get(ctx: Context, row: CrawlUrl, url: str) -> Response:
         ) from None
 
 
-def _hop(chain: list[str], target: str) -> str:
+def _hop(chain: list[str], base: str, target: str) -> str:
     try:
-        url = canonical_url(target)
+        url = canonical_url(urljoin(base, target))
     except ValueError:
         message = f"redirected to an unusable URL: {target[:200]}"
         raise Stop(Result.FAILED, message) from None
@@ -132,7 +143,11 @@ def _canonical_target(ctx: Context, reached: Reached) -> str:
         canonical = canonical_url(reached.facts.canonical)
     except ValueError:
         return ""
-    if canonical == reached.url or canonical in reached.chain:
+    if (
+        url_unusable(canonical)
+        or canonical == reached.url
+        or canonical in reached.chain
+    ):
         return ""
     if ctx.scope.source_id_for(canonical) != ctx.crawl.source_id:
         return ""

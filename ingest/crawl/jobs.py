@@ -1,21 +1,25 @@
 """The crawl's fetch jobs: how many a crawl has on the queue, the work loop of one
 (URLs taken one at a time until its time is up, then a fresh job at the back of
-the queue), closing a crawl with nothing left, and resuming after a crash."""
+the queue; or, when nothing can be fetched for longer than a job runs, one job
+scheduled for when something can), closing a crawl with nothing left, and resuming
+after a crash."""
 
 from __future__ import annotations
 
 import logging
 import time
 from collections import Counter
+from datetime import timedelta
 
 from django.conf import settings
 from django.utils import timezone
 from django_q.brokers import get_broker
-from django_q.models import OrmQ
+from django_q.models import OrmQ, Schedule
 from django_q.tasks import async_task
 
 from ingest.crawl import claims
 from ingest.crawl.context import Context
+from ingest.crawl.delivering import url_fail
 from ingest.crawl.fetch import crawl_url_fetch
 from ingest.crawl.fetchers import DirectFetcher, Fetcher, FetchError
 from ingest.crawl.nstproxy import NstproxyFetcher
@@ -50,7 +54,9 @@ def job_seconds() -> float:
 
 def crawl_workers_ensure(*, crawl: Crawl) -> int:
     """Queue fetch jobs for the crawl up to CRAWL_WORKERS (counting those already
-    on the queue, or taken by a worker); returns how many were added."""
+    on the queue, or taken by a worker); returns how many were added. A sleeping
+    crawl is woken now (its scheduled job would be one too many)."""
+    crawl_wake_cancel(crawl=crawl)
     missing = settings.CRAWL_WORKERS - _jobs_queued().get(crawl.pk, 0)
     for _ in range(max(missing, 0)):
         crawl_job_enqueue(crawl=crawl)
@@ -59,6 +65,34 @@ def crawl_workers_ensure(*, crawl: Crawl) -> int:
 
 def crawl_job_enqueue(*, crawl: Crawl) -> None:
     async_task(CRAWL_TASK, crawl.pk, task_name=f"crawl {crawl.pk}")
+
+
+def _wake_name(crawl: Crawl) -> str:
+    return f"crawl {crawl.pk} wake"
+
+
+def crawl_sleep(*, crawl: Crawl, seconds: float) -> None:
+    """Nothing of the crawl can be fetched for ``seconds`` (hosts paused, URLs
+    backing off): its job ends, and one is scheduled for then instead of a job
+    queued again at once to find nothing again."""
+    Schedule.objects.update_or_create(
+        name=_wake_name(crawl),
+        defaults={
+            "func": CRAWL_TASK,
+            "args": repr((crawl.pk,)),
+            "schedule_type": Schedule.ONCE,
+            "repeats": -1,
+            "next_run": timezone.now() + timedelta(seconds=seconds),
+        },
+    )
+
+
+def crawl_wake_cancel(*, crawl: Crawl) -> None:
+    Schedule.objects.filter(name=_wake_name(crawl)).delete()
+
+
+def crawl_is_sleeping(*, crawl: Crawl) -> bool:
+    return Schedule.objects.filter(name=_wake_name(crawl)).exists()
 
 
 def _jobs_queued() -> Counter[int]:
@@ -105,8 +139,8 @@ def _work(ctx: Context, deadline: float) -> str:
         # The heartbeat, and whether the crawl was cancelled meanwhile.
         if not running.update(heartbeat_at=timezone.now()):
             return "cancelled"
-        claimed = claims.frontier_claim(crawl=crawl)
-        if claimed is None:
+        claim = claims.frontier_claim(crawl=crawl)
+        if claim is None:
             pause = claims.seconds_to_next(crawl=crawl)
             if pause is None:
                 # Nothing queued: done, or the last URLs are with other workers
@@ -114,13 +148,18 @@ def _work(ctx: Context, deadline: float) -> str:
                 crawl_finish_if_done(crawl=crawl)
                 return "done"
             pause = max(pause, 0.2)
+            if pause > job_seconds():
+                crawl_sleep(crawl=crawl, seconds=pause)
+                return "sleeping"
             if time.monotonic() + pause > deadline:
                 break
             time.sleep(pause)
             continue
-        row, wait = claimed
-        time.sleep(wait)
-        crawl_url_fetch(ctx=ctx, row=row)
+        if claim.give_up:
+            url_fail(ctx, claim.row, claim.give_up)
+            continue
+        time.sleep(claim.wait)
+        crawl_url_fetch(ctx=ctx, row=claim.row)
     return "continues"
 
 
@@ -148,11 +187,13 @@ def crawl_abort(*, crawl: Crawl, error: str) -> None:
 
 
 def crawls_resume() -> int:
-    """Every running crawl either closes (nothing left) or has its jobs on the
-    queue: jobs lost to a crash or a purge are queued again. Returns how many jobs
-    were queued."""
+    """Every running crawl either closes (nothing left), sleeps until its job is
+    due, or has its jobs on the queue: jobs lost to a crash or a purge are queued
+    again. Returns how many jobs were queued."""
     added = 0
     for crawl in Crawl.objects.filter(state=Crawl.State.RUNNING):
+        if crawl_is_sleeping(crawl=crawl):
+            continue
         if not crawl_finish_if_done(crawl=crawl):
             added += crawl_workers_ensure(crawl=crawl)
     return added

@@ -50,7 +50,13 @@ class NstproxyFetcher:
         )
 
     def get(
-        self, url: str, *, etag: str = "", last_modified: str = "", raw: bool = False
+        self,
+        url: str,
+        *,
+        etag: str = "",
+        last_modified: str = "",
+        raw: bool = False,
+        max_bytes: int | None = None,
     ) -> Response:
         formats = ["rawData"] if raw else ["markdown", "links"]
         payload = {"url": url, "formats": formats, "timeout": int(self.timeout * 1000)}
@@ -68,7 +74,7 @@ class NstproxyFetcher:
         if status != 200:
             return response
         field = "rawData" if raw else "markdown"
-        response.body = self._content(page, field)
+        response.body = self._content(page, field)[:max_bytes]
         response.content_type = "" if raw else MARKDOWN
         links = page.get("links")
         response.links = (

@@ -1,5 +1,5 @@
-"""A crawl's progress for people watching: its URLs by result, and its deliveries
-by outcome, counted in the database."""
+"""A crawl's progress for people watching: its URLs by result, its deliveries by
+outcome, counted in the database, and why it waits when a host is paused."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from django.db.models import Count
 
+from ingest.crawl.claims import hosts_paused
 from ingest.models import Crawl, CrawlUrl, Delivery
 
 
@@ -17,6 +18,7 @@ class Progress:
     pages: Counter[str] = field(default_factory=Counter)  # result ("" = open)
     sitemaps: Counter[str] = field(default_factory=Counter)
     deliveries: Counter[str] = field(default_factory=Counter)  # outcome ("" = open)
+    paused: list[str] = field(default_factory=list)  # why hosts of open URLs wait
 
     @property
     def queued(self) -> int:
@@ -40,11 +42,12 @@ class Progress:
 
     def counts(self) -> str:
         p, r = self.pages, CrawlUrl.Result
-        return (
+        counts = (
             f"fetched {p[r.FETCHED]}, queued {self.queued}, unchanged (304) "
             f"{p[r.NOT_MODIFIED]}, gone {p[r.GONE]}, skipped robots {p[r.ROBOTS]} "
             f"scope {p[r.SCOPE]} type {p[r.TYPE]}, failed {p[r.FAILED] + p[r.REFUSED]}"
         )
+        return "; ".join([counts, *self.paused])
 
     def indexed(self) -> str:
         counts = sorted(self.deliveries.items())
@@ -64,4 +67,7 @@ def crawl_progress(*, crawl: Crawl) -> Progress:
     )
     for outcome, n in outcomes.annotate(n=Count("id")):
         progress.deliveries[outcome] += n
+    if progress.queued or progress.sitemaps[""]:
+        waiting = crawl.urls.open().order_by().values_list("origin", flat=True)
+        progress.paused = hosts_paused(origins=list(waiting.distinct()))
     return progress

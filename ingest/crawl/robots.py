@@ -3,7 +3,9 @@ read with protego.
 
 As RFC 9309 says: a robots.txt that answers 4xx allows everything; one that cannot
 be reached (5xx, network errors) disallows everything for now, so the URL waiting
-on it is tried again later. Redirects are followed, at most five.
+on it is tried again later. Redirects are followed, at most five. The first 500 KiB
+are read, whatever CRAWL_MAX_BODY_BYTES says; a Crawl-delay (or Request-rate) over
+CRAWL_MAX_DELAY is cut to it, and pauses the host.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from django.db import connection
 from django.utils import timezone
 from protego import Protego
 
+from ingest.crawl.claims import host_pause
 from ingest.crawl.fetchers import Fetcher, FetchError, get_following
 from ingest.models import CrawlHost
 
@@ -24,11 +27,15 @@ MAX_BYTES = 500 * 1024  # RFC 9309: at least 500 KiB must be read
 
 
 class RobotsUnreachable(Exception):
-    """robots.txt could not be read: nothing on that origin is fetched for now."""
+    """robots.txt could not be read: nothing on that origin is fetched for now
+    (``retryable``), or at all (it redirects to a URL that cannot be requested)."""
 
-    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+    def __init__(
+        self, message: str, *, retry_after: float | None = None, retryable: bool = True
+    ) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+        self.retryable = retryable
 
 
 def origin_of(url: str) -> str:
@@ -67,12 +74,13 @@ class RobotsCache:
         url = origin + "/robots.txt"
         status, text = 0, ""
         try:
-            response = get_following(self.fetcher, url)
+            response = get_following(self.fetcher, url, max_bytes=MAX_BYTES)
             status = response.status
         except FetchError as exc:
             raise RobotsUnreachable(
                 f"robots.txt of {origin} cannot be read: {exc}",
                 retry_after=exc.retry_after,
+                retryable=exc.retryable,
             ) from None
         if status == 429 or status >= 500 or 300 <= status < 400:
             raise RobotsUnreachable(
@@ -81,18 +89,25 @@ class RobotsCache:
             )
         if 200 <= status < 300:
             text = response.body[:MAX_BYTES].decode("utf-8", errors="replace")
-        rules = Protego.parse(text)
-        host_robots_store(origin=origin, text=text, status=status, delay=_delay(rules))
+        delay, rule = _delay(Protego.parse(text))
+        cap = settings.CRAWL_MAX_DELAY
+        host_robots_store(
+            origin=origin, text=text, status=status, delay=min(delay, cap)
+        )
+        if delay > cap:
+            reason = f"robots.txt asks for a {rule} of {delay:,.0f} s between requests"
+            host_pause(origin=origin, reason=reason)
         return text
 
 
-def _delay(rules: Protego) -> float:
+def _delay(rules: Protego) -> tuple[float, str]:
+    """Seconds between requests robots.txt asks for, and the rule that asks."""
     bot = settings.CRAWL_BOT_NAME
-    delay = float(rules.crawl_delay(bot) or 0.0)
+    delay, rule = float(rules.crawl_delay(bot) or 0.0), "Crawl-delay"
     rate = rules.request_rate(bot)
-    if rate and rate.requests:
-        delay = max(delay, rate.seconds / rate.requests)
-    return delay
+    if rate and rate.requests and rate.seconds / rate.requests > delay:
+        delay, rule = rate.seconds / rate.requests, "Request-rate"
+    return delay, rule
 
 
 def host_robots_store(*, origin: str, text: str, status: int, delay: float) -> None:

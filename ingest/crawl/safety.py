@@ -64,6 +64,19 @@ def scheme_refusal(url: str) -> str | None:
     return None
 
 
+def url_unusable(url: str) -> str | None:
+    """Why no request can be made for ``url`` (a site's URL, so anything: it does
+    not parse, has no host, or names a host the HTTP client refuses, such as
+    ``http://0177.0.0.1/``), or None."""
+    try:
+        if not urlsplit(url).hostname:
+            return "it has no host"
+        httpx2.URL(url)
+    except (ValueError, httpx2.InvalidURL) as exc:
+        return str(exc)[:300] or type(exc).__name__
+    return None
+
+
 def url_check(url: str, *, allow_private: bool) -> None:
     """Raise ``Refused`` unless ``url`` is http(s) and its host resolves to public
     addresses only (any address when ``allow_private``)."""

@@ -1,5 +1,7 @@
 """Crawls as a whole: starting one (or adding seeds to the one running), handing
-due pages to the fetch jobs, and cancelling."""
+due pages to the fetch jobs, and cancelling. A source has one running crawl at a
+time: due pages join it, whatever its kind, and a site crawl started while due
+pages are being fetched takes over the URLs they have left."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from django.utils import timezone
 
 from ingest.crawl import admission
 from ingest.crawl.admission import Found
-from ingest.crawl.jobs import NotCrawledHere, crawl_workers_ensure
+from ingest.crawl.jobs import NotCrawledHere, crawl_wake_cancel, crawl_workers_ensure
 from ingest.models import Crawl, CrawlUrl
 from sources.models import Page, Source
 from sources.scope import ScopeMap
@@ -33,26 +35,40 @@ def crawl_start(
         raise NotCrawledHere(f"source {source} is crawled by {source.fetcher}")
     with transaction.atomic():
         Source.objects.select_for_update().filter(pk=source.pk).first()
-        running = source.crawls.filter(kind=Crawl.Kind.SITE, state=Crawl.State.RUNNING)
-        crawl = running.first()
-        if crawl is not None:
+        crawl = _running(source.pk)
+        if crawl is not None and crawl.kind == Crawl.Kind.SITE:
             # Seeds asked for now join the running crawl (done ones stay done).
             found = [Found(url, depth=0) for url in seeds]
             admission.urls_admit(crawl=crawl, found=found, scope=ScopeMap())
             crawl_workers_ensure(crawl=crawl)
             return crawl, False
+        pages_crawl = crawl
         crawl = Crawl.objects.create(
             source=source,
             kind=Crawl.Kind.SITE,
             max_pages=source.max_pages if max_pages is None else max_pages,
             max_depth=source.max_depth if max_depth is None else max_depth,
         )
+        if pages_crawl is not None:
+            _urls_take_over(crawl=crawl, pages_crawl=pages_crawl)
         found = [Found(url, depth=0) for url in seeds or source.seeds]
         if source.sitemap_url:
             found.append(Found(source.sitemap_url, 0, kind=CrawlUrl.Kind.SITEMAP))
         admission.urls_admit(crawl=crawl, found=found, scope=ScopeMap())
         crawl_workers_ensure(crawl=crawl)
     return crawl, True
+
+
+def _urls_take_over(*, crawl: Crawl, pages_crawl: Crawl) -> None:
+    """The site crawl takes the URLs a crawl of due pages has left (those being
+    fetched too: their workers finish them by id), and that crawl ends. Its row is
+    locked first, so no link is taken into it meanwhile (``urls_admit``)."""
+    Crawl.objects.select_for_update().filter(pk=pages_crawl.pk).first()
+    pages_crawl.urls.open().update(crawl=crawl)
+    Crawl.objects.filter(pk=pages_crawl.pk, state=Crawl.State.RUNNING).update(
+        state=Crawl.State.DONE, finished_at=timezone.now()
+    )
+    crawl_wake_cancel(crawl=pages_crawl)
 
 
 def page_fetch_queue(*, page_ids: Iterable[int]) -> int:
@@ -76,10 +92,17 @@ def page_fetch_queue(*, page_ids: Iterable[int]) -> int:
     return queued
 
 
+def _running(source_id: int) -> Crawl | None:
+    """The source's running crawl (the caller holds the source's row locked)."""
+    running = Crawl.objects.filter(source_id=source_id, state=Crawl.State.RUNNING)
+    return running.order_by("started_at", "pk").first()
+
+
 def _pages_crawl(source_id: int) -> Crawl:
+    """The source's running crawl, of any kind, which due pages join; or a new
+    crawl of due pages."""
     source = Source.objects.select_for_update().get(pk=source_id)
-    running = source.crawls.filter(kind=Crawl.Kind.PAGES, state=Crawl.State.RUNNING)
-    crawl = running.first()
+    crawl = _running(source_id)
     if crawl is None:
         crawl = Crawl.objects.create(
             source=source,
@@ -92,6 +115,7 @@ def _pages_crawl(source_id: int) -> Crawl:
 
 def crawl_cancel(*, crawl: Crawl) -> bool:
     """Stop a running crawl: its jobs end after the URL they are on."""
+    crawl_wake_cancel(crawl=crawl)
     return bool(
         Crawl.objects.filter(pk=crawl.pk, state=Crawl.State.RUNNING).update(
             state=Crawl.State.CANCELLED, finished_at=timezone.now()

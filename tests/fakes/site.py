@@ -102,7 +102,11 @@ class FakeSite:
 
         self.server = ThreadingHTTPServer((self.host, 0), Handler)
         self.server.daemon_threads = True
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        # A short poll: shutting down waits for the loop to look (0.5 s by default).
+        serve = {"poll_interval": 0.05}
+        threading.Thread(
+            target=self.server.serve_forever, kwargs=serve, daemon=True
+        ).start()
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -151,7 +155,13 @@ class FakeSite:
     ) -> None:
         handler.send_response(status)
         for name, value in headers.items():
-            handler.send_header(name, value)
+            try:
+                handler.send_header(name, value)
+            except UnicodeEncodeError:
+                # Beyond Latin-1 (a Location naming ①②⑦.0.0.1): sent as UTF-8
+                # bytes, as some servers do.
+                line = f"{name}: {value}\r\n".encode()
+                handler._headers_buffer.append(line)  # type: ignore[attr-defined]
         if status != 304:
             handler.send_header("Content-Length", str(len(body)))
         handler.end_headers()
