@@ -373,6 +373,11 @@ class CrawlHost(models.Model):
     origin = models.CharField(max_length=300, unique=True)
     robots_txt = models.TextField(blank=True)
     robots_status = models.PositiveSmallIntegerField(null=True, blank=True)
+    robots_fetched_at = models.DateTimeField(null=True, blank=True)
+    delay = models.FloatField(
+        default=0.0, help_text="Seconds between request starts (Crawl-delay)."
+    )
+    next_fetch_at = models.DateTimeField(default=timezone.now)
     paused_until = models.DateTimeField(
         null=True,
         blank=True,
@@ -385,11 +390,6 @@ class CrawlHost(models.Model):
         help_text="Why it is paused, e.g. robots.txt asks for a Crawl-delay of "
         "99,999,999,999 s, more than CRAWL_MAX_DELAY (86,400 s).",
     )
-    robots_fetched_at = models.DateTimeField(null=True, blank=True)
-    delay = models.FloatField(
-        default=0.0, help_text="Seconds between request starts (Crawl-delay)."
-    )
-    next_fetch_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
         ordering = ["origin"]

@@ -220,12 +220,12 @@ CRAWL_TIMEOUT = env_int("CRAWL_TIMEOUT", 30, minimum=1)
 CRAWL_RETRIES = env_int("CRAWL_RETRIES", 3)
 # Wait before the first retry when the site gives no Retry-After; doubles each time.
 CRAWL_RETRY_SECONDS = env_int("CRAWL_RETRY_SECONDS", 10)
-CRAWL_MAX_BODY_BYTES = env_int(
-    "CRAWL_MAX_BODY_BYTES", WEBHOOK_MAX_BODY_BYTES, minimum=1024
-)
 # Longest wait a site may ask for (Retry-After, robots.txt Crawl-delay or
 # Request-rate), in seconds: beyond it the host is paused this long, with the reason.
 CRAWL_MAX_DELAY = env_int("CRAWL_MAX_DELAY", 86400, minimum=60)
+CRAWL_MAX_BODY_BYTES = env_int(
+    "CRAWL_MAX_BODY_BYTES", WEBHOOK_MAX_BODY_BYTES, minimum=1024
+)
 body_limits_enforce(crawl=CRAWL_MAX_BODY_BYTES, webhook=WEBHOOK_MAX_BODY_BYTES)
 # Nstproxy's crawl API, the hosted fetcher for sites that need a proxy network or
 # JavaScript (sources whose fetcher is "nstproxy").
