@@ -9,7 +9,7 @@ from django.test import override_settings
 from django.urls import reverse
 from django.utils import timezone
 
-from ingest.models import Delivery
+from ingest.models import CrawlHost, Delivery
 from ingest.process import delivery_process
 from ingest.queueing import deliveries_bodies_expire
 from sources.models import Push, Source
@@ -99,6 +99,19 @@ class SourceOverviewTests(AdminWorld):
         assert "1\xa0week ago</span>: Embedded (content changed)" in last
         assert "/webhooks/crawlbase/?token=secr…" in content
         assert "Missing: CRAWLBASE_TOKEN is not set" in content
+
+    def test_a_host_paused_for_a_hostile_wait_is_shown_with_its_reason(self):
+        reason = "Retry-After of 99999999999 s is beyond CRAWL_MAX_DELAY"
+        CrawlHost.objects.create(
+            origin="https://docs.example.com",
+            paused_until=timezone.now() + timedelta(days=1),
+            pause_reason=reason,
+        )
+
+        content = self.client.get(self.url).content.decode()
+
+        shown = content.split("Hosts paused:")[1].split("</div>")[0]
+        assert reason in shown
 
     def test_its_crawl_buttons_push_and_report_counts(self):
         content = self.client.get(self.url).content.decode()

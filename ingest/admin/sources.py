@@ -19,6 +19,8 @@ from django.views.decorators.http import require_POST
 
 from ingest import stats
 from ingest.admin.plans import plan_report
+from ingest.crawl.claims import hosts_paused
+from ingest.crawl.robots import origin_of
 from ingest.models import Delivery
 from ingest.recrawl import RECRAWL_PERMISSION, recrawl_due, source_crawl_start
 from kbsite.admin_utils import ago, number, tokens_cost
@@ -39,7 +41,7 @@ def fetcher_problems(source: Source) -> list[str]:
 
 
 OVERVIEW = ["pages_overview", "index_overview", "last_delivery", "last_error",
-            "callback_url", "fetcher_status"]  # fmt: skip
+            "hosts_paused", "callback_url", "fetcher_status"]  # fmt: skip
 
 
 class CrawlingSourceAdmin(SourceAdmin):
@@ -202,6 +204,16 @@ class CrawlingSourceAdmin(SourceAdmin):
             ago(page.last_failure_at),
             page.last_error,
         )
+
+    @admin.display(description="hosts paused")
+    def hosts_paused(self, obj: Source) -> str:
+        """Hosts of the source's seeds that asked for a wait beyond
+        CRAWL_MAX_DELAY, and why (the built-in crawler's own pause)."""
+        origins = sorted({origin_of(seed) for seed in obj.seeds})
+        reasons = hosts_paused(origins=origins)
+        if not reasons:
+            return "None."
+        return format_html('<strong class="kb-warning">{}</strong>', "; ".join(reasons))
 
     @admin.display(description="callback URL for Crawlbase")
     def callback_url(self, obj: Source) -> str:
