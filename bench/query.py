@@ -4,7 +4,7 @@
     .venv/bin/python -m bench.query quality [--backends hashing,local]
 
 ``latency`` fills the benchmark database with synthetic chunks made of paragraphs of
-the PostgreSQL manual (hashing vectors), serves it with gunicorn as ``make run`` does,
+the PostgreSQL manual (hashing vectors), serves it as ``make run`` does,
 and times sequential ``GET /api/search/`` and ``POST /api/query/`` (extractive)
 requests over loopback, each after as many other, untimed questions that warm the
 new server up; it also compares the HNSW top 10 with an exact scan.

@@ -1,6 +1,6 @@
 """Webhook acknowledgement latency and throughput with 32 concurrent senders.
 
-Starts ``manage.py serve --no-worker`` (gunicorn, as ``make run`` does) on its own
+Starts ``manage.py serve --no-worker`` (the web server ``make run`` starts) on its own
 benchmark database, then sends real gzip deliveries (pages of the PostgreSQL manual,
 each with a new rid) from 32 threads over loopback, one connection per delivery as
 Crawlbase does. Prints p50/p99 latency and deliveries per second. The first
@@ -144,7 +144,7 @@ def measure(
 def report(label: str, run: Run, args: argparse.Namespace, mean_body: float) -> None:
     count = len(run.latencies)
     # A server given with --url runs however many workers it runs.
-    by = "" if args.url else f" by {args.web_workers} gunicorn workers"
+    by = "" if args.url else f" by {args.web_workers} web processes"
     print(
         f"{label}: {count} deliveries acknowledged ({len(run.errors)} errors)"
         f"{by} from {args.senders} senders in "

@@ -36,11 +36,14 @@ ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
 PORT = env_int("PORT", 8000, minimum=1, maximum=65535)
 WEB_CONCURRENCY = env_int("WEB_CONCURRENCY", os.cpu_count() or 2, minimum=1)
-# Threads per gunicorn worker: a slow client holds one thread, not a whole worker.
+# Threads per web process; each runs a request only once it has arrived whole.
 WEB_THREADS = env_int("WEB_THREADS", 4, minimum=1)
-# Seconds from a request's headers to the end of its body; a client slower than
-# that gets 408 and its thread is free again.
+# Seconds from a request's first byte to the end of its headers, and from its
+# headers to the end of its body; a client slower than that gets 408.
+WEB_HEADER_TIMEOUT = env_int("WEB_HEADER_TIMEOUT", 20, minimum=1)
 WEB_BODY_TIMEOUT = env_int("WEB_BODY_TIMEOUT", 30, minimum=1)
+# Open connections one web process holds at most; beyond it, new ones wait.
+WEB_CONNECTION_LIMIT = env_int("WEB_CONNECTION_LIMIT", 1000, minimum=1)
 # How much lower the worker cluster's CPU priority is than the web server's (nice).
 WORKER_NICE = env_int("WORKER_NICE", 10, minimum=0, maximum=19)
 

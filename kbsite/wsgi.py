@@ -1,4 +1,4 @@
-"""WSGI entry point for gunicorn: ``gunicorn kbsite.wsgi``."""
+"""WSGI entry point, served by ``kbsite.webserver`` (``manage.py serve``)."""
 
 import os
 

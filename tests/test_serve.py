@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -25,6 +26,8 @@ from tests.test_processes import get, wait_for
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 TOKEN = "serve-test-token-0123456789"
+# What a web server process's command line names.
+WEB = "kbsite.webserver"
 Q_WORKERS = 2
 # The cluster's main process, its sentinel, monitor, pusher and workers.
 CLUSTER_PROCESSES = 4 + Q_WORKERS
@@ -128,7 +131,7 @@ def serve() -> Iterator[Callable[..., Served]]:
 def test_a_stop_leaves_no_process_of_the_tree_running(serve, how):
     served = serve("--web-workers", "2")
     served.wait_until_up(cluster=True)
-    assert len(served.named("gunicorn")) == 3
+    assert len(served.named(WEB)) == 2
     # A terminal's Ctrl-C goes to serve's process group; serve alone must get it,
     # or the cluster gets two stop signals and can deadlock in its handler.
     in_group = [p.pid for p in served.tree if os.getpgid(p.pid) == served.process.pid]
@@ -152,7 +155,7 @@ def test_the_worker_cluster_runs_at_a_lower_cpu_priority_than_the_web_server(ser
     served.wait_until_up(cluster=True)
     base = psutil.Process(served.process.pid).nice()
 
-    web = {process.nice() for process in served.named("gunicorn")}
+    web = {process.nice() for process in served.named(WEB)}
     worker = {process.nice() for process in served.named("qcluster")}
 
     assert web == {base}
@@ -190,7 +193,7 @@ def test_slow_request_bodies_neither_block_the_server_nor_hold_it_for_long(serve
     served = serve("--no-worker", "--web-workers", "2", WEB_BODY_TIMEOUT="3")
     served.wait_until_up(cluster=False)
     senders = [_slow_sender(served.port) for _ in range(4)]
-    time.sleep(0.5)  # the senders' requests are in the workers now
+    time.sleep(0.5)  # the senders' requests are with the server now
 
     try:
         started = time.monotonic()
@@ -208,6 +211,104 @@ def test_slow_request_bodies_neither_block_the_server_nor_hold_it_for_long(serve
             sock.close()
     output = served.stop()
     assert served.process.returncode == 0, output
+
+
+SLOW_HEADER_CLIENTS = 50
+
+
+def _trickle(clients: list[socket.socket], stop: threading.Event) -> None:
+    """One more byte of each client's header block every half second."""
+    while not stop.wait(0.5):
+        for sock in clients:
+            try:
+                sock.send(b"a")
+            except OSError:  # answered and closed already
+                continue
+
+
+def test_slow_header_blocks_neither_delay_the_server_nor_hold_it_for_long(serve):
+    served = serve("--no-worker", "--web-workers", "2", WEB_HEADER_TIMEOUT="4")
+    served.wait_until_up(cluster=False)
+    for _ in range(4):  # the first answers of a process are slower
+        get(f"{served.url}/healthz/")
+    clients = [
+        socket.create_connection(("127.0.0.1", served.port), timeout=10)
+        for _ in range(SLOW_HEADER_CLIENTS)
+    ]
+    stop = threading.Event()
+    trickler = threading.Thread(target=_trickle, args=(clients, stop), daemon=True)
+    try:
+        for sock in clients:
+            sock.sendall(b"GET /healthz/ HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+        trickler.start()
+        time.sleep(1.2)  # every client has sent more than its first packet
+
+        started = time.monotonic()
+        assert get(f"{served.url}/healthz/") == (200, '{"ok": true}')
+        # The issue's bound: 50 slow header blocks delay /healthz/ by under 1 s.
+        assert time.monotonic() - started < 1
+        stop.set()
+        trickler.join()
+        # However slowly the bytes come, WEB_HEADER_TIMEOUT after the first one
+        # the client is answered and its connection closed.
+        answers = []
+        for sock in clients:
+            answer = http.client.HTTPResponse(sock)
+            answer.begin()
+            answers.append((answer.status, json.loads(answer.read())["error"]))
+        assert answers == [(408, "headers_unreadable")] * SLOW_HEADER_CLIENTS
+    finally:
+        stop.set()
+        for sock in clients:
+            sock.close()
+    output = served.stop()
+    assert served.process.returncode == 0, output
+
+
+BAD_HEADER_BLOCKS = {
+    "a header line without a colon": (
+        b"GET /healthz/ HTTP/1.1\r\nHost: h\r\nNo colon here\r\n\r\n",
+        400, "bad_request",
+    ),
+    "a bare line feed": (
+        b"GET /healthz/ HTTP/1.1\r\nHost: h\nX-A: b\r\n\r\n", 400, "bad_request"
+    ),
+    "a Content-Length that is not a number": (
+        b"POST /healthz/ HTTP/1.1\r\nHost: h\r\nContent-Length: ten\r\n\r\n",
+        400, "bad_request",
+    ),
+    "a malformed request line": (b"GET\r\nHost: h\r\n\r\n", 400, "bad_request"),
+    "a body longer than WEBHOOK_MAX_BODY_BYTES": (
+        b"POST /webhooks/crawlbase/ HTTP/1.1\r\nHost: h\r\n"
+        b"Content-Length: 2001\r\n\r\n",
+        413, "body_too_large",
+    ),
+    "a transfer coding it cannot read": (
+        b"POST /healthz/ HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip\r\n\r\n",
+        501, "not_implemented",
+    ),
+}  # fmt: skip
+
+
+def test_the_servers_own_answers_to_bad_header_blocks_are_json(serve):
+    served = serve("--no-worker", "--web-workers", "1", WEBHOOK_MAX_BODY_BYTES="2000")
+    served.wait_until_up(cluster=False)
+
+    answers = {}
+    for case, (request, _, _) in BAD_HEADER_BLOCKS.items():
+        with socket.create_connection(("127.0.0.1", served.port), timeout=10) as sock:
+            sock.sendall(request)
+            answer = http.client.HTTPResponse(sock)
+            answer.begin()
+            body = answer.read()
+            is_json = answer.getheader("Content-Type") == "application/json"
+            error = json.loads(body)["error"] if is_json else body[:80]
+            answers[case] = (answer.status, error)
+
+    assert answers == {
+        case: (status, error) for case, (_, status, error) in BAD_HEADER_BLOCKS.items()
+    }
+    served.stop()
 
 
 def test_a_second_ctrl_c_kills_what_a_long_job_keeps_running(serve):

@@ -18,8 +18,11 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connection
 
+from kbsite import webserver
+
 # Up to Q_TIMEOUT a job may run; a stop does not wait that long for it: the job is
-# offered again after Q_RETRY, and gunicorn's own grace (10 s) fits in this one.
+# offered again after Q_RETRY, and the web server's own grace (10 s) fits in this
+# one.
 STOP_GRACE_SECONDS = 20
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 PR_SET_PDEATHSIG = 1
@@ -27,21 +30,22 @@ PR_SET_PDEATHSIG = 1
 
 class Command(BaseCommand):
     help = (
-        "Run gunicorn (the web server) and one django-q2 cluster (the worker) until "
-        "Ctrl-C, then stop both."
+        "Run the web server (waitress processes) and one django-q2 cluster (the "
+        "worker) until Ctrl-C, then stop both."
     )
 
     def add_arguments(self, parser) -> None:
         parser.add_argument(
             "--bind",
             default=f"127.0.0.1:{settings.PORT}",
-            help="Address for gunicorn to listen on (default 127.0.0.1:$PORT).",
+            help="host:port for the web server to listen on (default "
+            "127.0.0.1:$PORT; [::1]:8000 for IPv6).",
         )
         parser.add_argument(
             "--web-workers",
             type=int,
             default=settings.WEB_CONCURRENCY,
-            help="Number of gunicorn worker processes (default $WEB_CONCURRENCY, "
+            help="Number of web server processes (default $WEB_CONCURRENCY, "
             "else one per CPU core: requests are CPU-bound).",
         )
         parser.add_argument(
@@ -58,7 +62,7 @@ class Command(BaseCommand):
         self._signals: list[int] = []
         for signum in STOP_SIGNALS:
             signal.signal(signum, self._note_signal)
-        children = {"web": self._start_web(bind, web_workers)}
+        children = self._start_web(bind, web_workers)
         if not no_worker:
             # The worker yields the CPU to the web server: embedding a crawl must
             # not delay the webhook's answers past Crawlbase's patience.
@@ -75,18 +79,19 @@ class Command(BaseCommand):
     def _note_signal(self, signum: int, frame: FrameType | None) -> None:
         self._signals.append(signum)
 
-    def _start_web(self, bind: str, workers: int) -> subprocess.Popen:
-        command = [
-            sys.executable, "-m", "gunicorn", "kbsite.wsgi",
-            "--config", "python:kbsite.gunicorn_conf",
-            "--bind", bind,
-            "--workers", str(workers),
-            "--access-logfile", "-",
-            # %(U)s is the path without the query string, which may hold a token.
-            "--access-logformat", '%(h)s "%(m)s %(U)s" %(s)s %(B)s %(M)sms',
-            "--no-control-socket",
-        ]  # fmt: skip
-        return _spawn(command)
+    def _start_web(self, bind: str, workers: int) -> dict[str, subprocess.Popen]:
+        """``workers`` web server processes accepting on one socket opened here:
+        whichever is free takes the next connection."""
+        try:
+            listening = webserver.bind(bind)
+        except (OSError, ValueError) as exc:
+            raise CommandError(f"Cannot listen on {bind}: {exc}") from exc
+        with listening:
+            fd = listening.fileno()
+            command = [sys.executable, "-m", "kbsite.webserver", "--fd", str(fd)]
+            return {
+                f"web {n + 1}": _spawn(command, pass_fds=(fd,)) for n in range(workers)
+            }
 
     def _announce_login(self, bind: str) -> None:
         users = get_user_model().objects
@@ -125,9 +130,10 @@ class Command(BaseCommand):
         return ""
 
     def _stop(self, children: dict[str, subprocess.Popen]) -> None:
-        """One SIGTERM to each child (gunicorn then stops gracefully, the cluster
-        finishes its jobs), then wait for every process of their groups; what is
-        left after the grace period, or after a second Ctrl-C, is killed."""
+        """One SIGTERM to each child (a web process then answers the requests it
+        has read, the cluster finishes its jobs), then wait for every process of
+        their groups; what is left after the grace period, or after a second
+        Ctrl-C, is killed."""
         signals_seen = len(self._signals)
         for process in children.values():
             if process.poll() is None:
@@ -147,8 +153,8 @@ class Command(BaseCommand):
         # Only groups that still have members: an empty group's id may be reused.
         for group in {group for group in groups if _group_members({group})}:
             try:
-                # The whole group at once: a gunicorn master would replace workers
-                # killed one by one.
+                # The whole group at once: a cluster would replace workers killed
+                # one by one.
                 os.killpg(group, signal.SIGKILL)
             except ProcessLookupError:
                 continue
@@ -157,7 +163,9 @@ class Command(BaseCommand):
         psutil.wait_procs(leftovers, timeout=5)
 
 
-def _spawn(command: list[str], *, nice: int = 0) -> subprocess.Popen:
+def _spawn(
+    command: list[str], *, nice: int = 0, pass_fds: tuple[int, ...] = ()
+) -> subprocess.Popen:
     """Start ``command`` in a process group of its own: a terminal's Ctrl-C then
     reaches this command alone, which forwards one stop signal (a second SIGINT can
     deadlock django-q2's cluster in its signal handler). Not a session of its own:
@@ -170,6 +178,7 @@ def _spawn(command: list[str], *, nice: int = 0) -> subprocess.Popen:
         # Outside the terminal's foreground group, reading it would stop the child.
         stdin=subprocess.DEVNULL,
         process_group=0,
+        pass_fds=pass_fds,
         preexec_fn=_child_setup(nice),
     )
 
