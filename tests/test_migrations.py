@@ -179,7 +179,7 @@ def test_pages_a_neighbour_held_move_to_their_source_or_leave_search(capsys):
     executor = migrate(HOST_WIDE)
     apps = executor.loader.project_state(HOST_WIDE).apps
     source_model = apps.get_model("sources", "Source")
-    hr = source_model.objects.create(
+    source_model.objects.create(
         name="HR", seed_urls="https://corp.example/hr/", deny_patterns="/hr/private"
     )
     eng = source_model.objects.create(name="Eng", seed_urls="https://corp.example/eng/")
