@@ -14,9 +14,10 @@ def _ensure_schedules(sender: AppConfig, **kwargs: Any) -> None:
     schedules_ensure(
         prefix="ingest: ",
         schedules={
+            # Every minute: how long a delivery whose job was lost waits for it.
             "ingest: re-queue stalled deliveries": (
                 "ingest.tasks.deliveries_requeue_stalled_task",
-                10,
+                1,
             ),
             "ingest: drop kept bodies of out-of-scope deliveries": (
                 "ingest.tasks.deliveries_bodies_expire_task",

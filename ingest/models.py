@@ -7,12 +7,8 @@ from django.db import models
 from django.db.models import F, Q
 from django.utils import timezone
 
-
-def stall_grace() -> timedelta:
-    """How long after its last claim a delivery is surely abandoned: a job runs at
-    most Q_TIMEOUT seconds, and one whose worker died is offered again Q_RETRY
-    seconds after it started."""
-    return timedelta(seconds=2 * (settings.Q_RETRY + settings.Q_TIMEOUT))
+# How long a queued delivery waits before the sweep asks where its job is.
+QUEUED_SETTLE = timedelta(seconds=10)
 
 
 class DeliveryQuerySet(models.QuerySet["Delivery"]):
@@ -22,16 +18,17 @@ class DeliveryQuerySet(models.QuerySet["Delivery"]):
         return self.filter(state__in=[Delivery.State.QUEUED, Delivery.State.PROCESSING])
 
     def stalled(self, *, now: datetime) -> DeliveryQuerySet:
-        """Deliveries that should be moving and may have lost their job: queued
-        (and due) for over a minute, or claimed longer ago than any job can run."""
-        settled = now - timedelta(minutes=1)
-        queued = Q(state=Delivery.State.QUEUED, queued_at__lt=settled) & (
-            Q(next_attempt_at=None) | Q(next_attempt_at__lt=settled)
+        """Deliveries that should be moving and may have lost their job: claimed
+        (whether by a run still alive is ``ingest.claims``' to say), or queued.
+        A queued delivery's job is written with it, so it counts after a few
+        seconds (the clocks of the hosts that write the queue); a retry after a
+        backoff, a minute after it is due (django-q2's scheduler looks every 30 s).
+        """
+        due = now - timedelta(minutes=1)
+        queued = Q(state=Delivery.State.QUEUED, queued_at__lt=now - QUEUED_SETTLE) & (
+            Q(next_attempt_at=None) | Q(next_attempt_at__lt=due)
         )
-        processing = Q(
-            state=Delivery.State.PROCESSING, claimed_at__lt=now - stall_grace()
-        )
-        return self.filter(queued | processing)
+        return self.filter(queued | Q(state=Delivery.State.PROCESSING))
 
     def failed(self) -> DeliveryQuerySet:
         return self.filter(state=Delivery.State.FAILED)
@@ -205,9 +202,11 @@ class Delivery(models.Model):
         )
 
     def mark_retry(self, *, error: str, at: datetime) -> bool:
-        """Back to the queue, to be tried again at ``at``."""
+        """Back to the queue, to be tried again at ``at``, by the run that claimed
+        it: a run cut off by a database restart records its retry late, maybe after
+        another run took the delivery up."""
         return self._move(
-            Q(state__in=[self.State.QUEUED, self.State.PROCESSING]),
+            Q(state=self.State.PROCESSING, claimed_at=self.claimed_at),
             state=self.State.QUEUED,
             error=error,
             next_attempt_at=at,
@@ -238,9 +237,11 @@ class Delivery(models.Model):
         )
 
     def mark_requeued_stalled(self) -> bool:
-        """Queued again after its job was lost (the attempts it used still count)."""
+        """Queued again after its job was lost (the attempts it used still count),
+        unless it moved since it was read."""
+        seen = Q(state=self.state, claimed_at=self.claimed_at, queued_at=self.queued_at)
         return self._move(
-            Q(state__in=[self.State.QUEUED, self.State.PROCESSING]),
+            Q(state__in=[self.State.QUEUED, self.State.PROCESSING]) & seen,
             state=self.State.QUEUED,
             next_attempt_at=None,
             queued_at=timezone.now(),

@@ -28,9 +28,9 @@ import traceback
 from urllib.parse import urlsplit
 
 from django.conf import settings
-from django.utils import timezone
 
 from ingest import wire
+from ingest.claims import delivery_held
 from ingest.content import Content, EmptyContent
 from ingest.discovery import source_links_push
 from ingest.finish import Skip, delivery_finish, skip_finish
@@ -55,30 +55,35 @@ def delivery_process(*, delivery_id: int) -> Outcome | Delivery.State | None:
     in when it will be retried (queued) or was given up (failed); or None if it was
     not this run's to take."""
     delivery = Delivery.objects.select_related("push").filter(pk=delivery_id).first()
-    if delivery is None or not delivery.mark_claimed(at=timezone.now()):
+    if delivery is None:
         return None
-    if delivery.attempts > settings.DELIVERY_MAX_ATTEMPTS:
-        # Every run so far was cut short (a worker killed mid-job, again and again).
-        delivery.mark_failed(error="no attempts left: no run of it ever finished")
-        return Delivery.State.FAILED
-    try:
-        outcome = _process(delivery)
-    except Exception as exc:  # anything unexpected is retried, then shown as failed
-        error = error_summary(exc)
-        # The stack, but of the message only the summary: it may quote page text.
-        logger.error(
-            "delivery %s (rid %s) failed: %s\n%s",
-            delivery.pk,
-            delivery.rid,
-            error,
-            "".join(traceback.format_tb(exc.__traceback__)).rstrip(),
-        )
-    else:
-        logger.info("delivery %s (rid %s): %s", delivery.pk, delivery.rid, outcome)
-        return outcome
-    # Outside the handler, so that an error while scheduling the retry (the
-    # database gone) reaches the queue's failure record without this one, and its
-    # message, chained to it.
+    with delivery_held(delivery) as claimed:
+        if not claimed:
+            return None
+        if delivery.attempts > settings.DELIVERY_MAX_ATTEMPTS:
+            # Every run so far was cut short (a worker killed mid-job, again and
+            # again).
+            delivery.mark_failed(error="no attempts left: no run of it ever finished")
+            return Delivery.State.FAILED
+        try:
+            outcome = _process(delivery)
+        except Exception as exc:  # anything unexpected is retried, then shown failed
+            error = error_summary(exc)
+            # The stack, but of the message only the summary: it may quote page text.
+            logger.error(
+                "delivery %s (rid %s) failed: %s\n%s",
+                delivery.pk,
+                delivery.rid,
+                error,
+                "".join(traceback.format_tb(exc.__traceback__)).rstrip(),
+            )
+        else:
+            logger.info("delivery %s (rid %s): %s", delivery.pk, delivery.rid, outcome)
+            return outcome
+    # Let go first: the job queued for the retry may start at once. Outside the
+    # handler, so that an error while scheduling the retry (the database gone)
+    # reaches the queue's failure record without this one, and its message,
+    # chained to it.
     return delivery_retry_later(delivery=delivery, error=error)
 
 

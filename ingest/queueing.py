@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import re
+from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
@@ -17,6 +18,7 @@ from django_q.models import OrmQ, Schedule
 from django_q.tasks import async_task, schedule
 
 from ingest import wire
+from ingest.claims import deliveries_held
 from ingest.models import Delivery
 from sources.models import Push
 from sources.scope import source_for_url
@@ -147,9 +149,10 @@ def _elide_values(line: str) -> str:
     return line
 
 
-def delivery_retry_later(*, delivery: Delivery, error: str) -> Delivery.State:
+def delivery_retry_later(*, delivery: Delivery, error: str) -> Delivery.State | None:
     """After an error: queued again after a backoff (DELIVERY_RETRY_SECONDS, ×4 per
-    attempt), or failed once DELIVERY_MAX_ATTEMPTS attempts are spent."""
+    attempt), or failed once DELIVERY_MAX_ATTEMPTS attempts are spent. None if
+    another run has taken the delivery up since this one claimed it."""
     if not connection.in_atomic_block:
         # After the database restarted under the job, its connection is dead, and
         # Django reconnects only between requests: take a new one, or the retry
@@ -163,7 +166,8 @@ def delivery_retry_later(*, delivery: Delivery, error: str) -> Delivery.State:
     )
     at = timezone.now() + delay
     with transaction.atomic():
-        delivery.mark_retry(error=error, at=at)
+        if not delivery.mark_retry(error=error, at=at):
+            return None
         if delay:
             schedule(
                 TASK,
@@ -184,14 +188,25 @@ def deliveries_bodies_expire() -> int:
 
 
 def deliveries_requeue_stalled() -> int:
-    """Queue again every delivery whose job is gone (for example a job that failed
-    while the database restarted, before it could record anything), so that each
-    acknowledged delivery reaches an outcome. Returns how many were queued again;
-    those out of attempts are marked failed instead."""
-    queued = _queued_delivery_ids()
-    now = timezone.now()
+    """Queue again every delivery whose job is gone, so that each acknowledged
+    delivery reaches an outcome (run every minute). Returns how many were queued
+    again; those out of attempts are marked failed instead.
+
+    A delivery is left alone while a live run holds it (``ingest.claims``), or
+    while a job of it is waiting on the queue. A claimed one no run holds lost its
+    run: a job of it taken by a worker is a copy that will find it free or done.
+    A queued one also keeps a job a worker took since the database last started;
+    one taken before may have failed in the outage, unable to acknowledge it, and
+    the queue would offer it again only after Q_RETRY."""
+    stalled = list(Delivery.objects.stalled(now=timezone.now()))
+    if not stalled:
+        return 0
+    held = deliveries_held(delivery.pk for delivery in stalled)
+    jobs = _delivery_jobs()
     requeued = 0
-    for delivery in Delivery.objects.stalled(now=now).exclude(pk__in=queued):
+    for delivery in stalled:
+        if delivery.pk in held or jobs.keeps(delivery):
+            continue
         if delivery.attempts >= settings.DELIVERY_MAX_ATTEMPTS:
             delivery.mark_failed(error="its job was lost and no attempts are left")
             continue
@@ -204,12 +219,36 @@ def deliveries_requeue_stalled() -> int:
     return requeued
 
 
-def _queued_delivery_ids() -> set[int]:
-    """Deliveries with a job on the queue: waiting, or taken by a worker that may
-    still finish it (or that the queue will offer again after Q_RETRY)."""
-    ids: set[int] = set()
-    for job in OrmQ.objects.filter(key=get_broker().list_key).iterator():
+@dataclass(frozen=True)
+class _Jobs:
+    """The deliveries with a job on the queue: waiting for a worker, or taken by
+    one since the database started."""
+
+    waiting: frozenset[int]
+    taken: frozenset[int]
+
+    def keeps(self, delivery: Delivery) -> bool:
+        if delivery.state == Delivery.State.PROCESSING:
+            return delivery.pk in self.waiting
+        return delivery.pk in self.waiting or delivery.pk in self.taken
+
+
+def _delivery_jobs() -> _Jobs:
+    """Read after the deliveries, so that a job queued in between is seen."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_postmaster_start_time()")
+        (started,) = cursor.fetchone()
+    # The broker's clock: a worker that takes a job sets its lock to now + Q_RETRY.
+    now = timezone.now()
+    taken_since = started + timedelta(seconds=settings.Q_RETRY)
+    waiting: set[int] = set()
+    taken: set[int] = set()
+    rows = OrmQ.objects.filter(key=get_broker().list_key).only("payload", "lock")
+    for job in rows.iterator():
         task = job.task
         if isinstance(task, dict) and task.get("func") == TASK and task.get("args"):
-            ids.add(task["args"][0])
-    return ids
+            if job.lock <= now:
+                waiting.add(task["args"][0])
+            elif job.lock >= taken_since:
+                taken.add(task["args"][0])
+    return _Jobs(waiting=frozenset(waiting), taken=frozenset(taken))

@@ -12,6 +12,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from django_q.models import OrmQ, Schedule
 
+from ingest.claims import delivery_held
 from ingest.models import Delivery
 from ingest.process import delivery_process
 from ingest.queueing import deliveries_requeue_stalled, delivery_requeue
@@ -360,18 +361,16 @@ class HugePageTests(IngestWorld):
 
 
 class StalledDeliveryTests(IngestWorld):
-    def test_a_claimed_delivery_whose_job_is_gone_is_queued_again(self):
+    def test_a_claimed_delivery_whose_run_is_gone_is_queued_again(self):
         stalled, running = self.receive(), self.receive()
         OrmQ.objects.all().delete()
-        long_ago = timezone.now() - timedelta(hours=3)
         Delivery.objects.filter(pk=stalled.pk).update(
-            state=Delivery.State.PROCESSING, claimed_at=long_ago, attempts=1
-        )
-        Delivery.objects.filter(pk=running.pk).update(
             state=Delivery.State.PROCESSING, claimed_at=timezone.now(), attempts=1
         )
 
-        assert deliveries_requeue_stalled() == 1
+        with delivery_held(running) as claimed:  # a run of it is alive
+            assert claimed
+            assert deliveries_requeue_stalled() == 1
 
         stalled.refresh_from_db()
         running.refresh_from_db()
@@ -414,7 +413,7 @@ class StalledDeliveryTests(IngestWorld):
             func="ingest.tasks.deliveries_requeue_stalled_task"
         )
 
-        assert (sweep.schedule_type, sweep.minutes, sweep.repeats) == ("I", 10, -1)
+        assert (sweep.schedule_type, sweep.minutes, sweep.repeats) == ("I", 1, -1)
 
 
 @pytest.mark.django_db(transaction=True)

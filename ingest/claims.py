@@ -1,0 +1,75 @@
+"""Which run has a delivery: at most one at a time, and whether one is alive.
+
+A run holds an advisory lock of its database session on the delivery, taken before
+its claim and let go once it has recorded an outcome, or before it hands the
+delivery back to the queue (so that the job it queues can take it at once). A
+second copy of the job (django-q2 delivers at least once) finds the lock taken and
+leaves the delivery alone. The lock goes with the run's session: a worker that dies,
+or whose database restarted, holds nothing, which is how the sweep tells a delivery
+left ``processing`` by a lost job from one a live worker is running.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+
+from django.db import Error, connection
+from django.utils import timezone
+
+from ingest.models import Delivery
+
+# pg_try_advisory_lock(space, key) space of delivery runs ("kbdl").
+LOCK_SPACE = 0x6B62_646C
+# The lock's key is an int4: ids 2^32 apart share one, and a run of either makes
+# the other's job wait for the next sweep, never run twice at once.
+KEYS = 2**32
+
+
+@contextmanager
+def delivery_held(delivery: Delivery) -> Iterator[bool]:
+    """Take the delivery for this run, for the block: True if it is this run's;
+    False if another run holds it or it is not to be run any more."""
+    if not _take(delivery.pk):
+        yield False
+        return
+    # Django closes a connection older than CONN_MAX_AGE when some code asks it
+    # to (django-q2's broker does, to queue a job): the lock would go with it.
+    close_at, connection.close_at = connection.close_at, None
+    try:
+        yield delivery.mark_claimed(at=timezone.now())
+    finally:
+        connection.close_at = close_at
+        _let_go(delivery.pk)
+
+
+def deliveries_held(ids: Iterable[int]) -> set[int]:
+    """Those of these deliveries a live run holds, in whichever session."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT objid::bigint FROM pg_locks WHERE locktype = 'advisory' "
+            "AND classid = %s::oid AND objsubid = 2 AND granted AND database = "
+            "(SELECT oid FROM pg_database WHERE datname = current_database())",
+            [LOCK_SPACE],
+        )
+        keys = {row[0] for row in cursor.fetchall()}
+    return {pk for pk in ids if pk % KEYS in keys}
+
+
+def _key(pk: int) -> tuple[int, int]:
+    key = pk % KEYS
+    return LOCK_SPACE, key - KEYS if key >= KEYS // 2 else key
+
+
+def _take(pk: int) -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", _key(pk))
+        return bool(cursor.fetchone()[0])
+
+
+def _let_go(pk: int) -> None:
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_unlock(%s, %s)", _key(pk))
+    except Error:
+        pass  # the session is gone (the database restarted), and its lock with it

@@ -1,0 +1,184 @@
+"""Which run has a delivery, and the sweep that queues again the deliveries whose job
+is gone: at once, and never one a live run holds."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from unittest import mock
+
+import pytest
+from django.conf import settings
+from django.db import OperationalError, connection
+from django.utils import timezone
+from django_q.models import OrmQ
+
+from ingest import process
+from ingest.models import Delivery
+from ingest.process import delivery_process
+from ingest.queueing import deliveries_requeue_stalled, delivery_retry_later
+from sources.models import Source
+from tests.world import SITE, receive_delivery, run_queued
+
+pytestmark = pytest.mark.django_db(transaction=True)
+TASK = "ingest.tasks.delivery_process_task"
+
+
+@pytest.fixture(autouse=True)
+def world(transactional_db, settings):
+    settings.DELIVERY_RETRY_SECONDS = 0
+    Source.objects.create(name="Example docs", seed_urls=f"{SITE}/")
+
+
+def job_of(delivery: Delivery) -> OrmQ:
+    return next(job for job in OrmQ.objects.all() if job.task["args"] == (delivery.pk,))
+
+
+def taken(job: OrmQ, *, at: datetime) -> None:
+    """As a worker takes a job: its lock moves Q_RETRY seconds past then."""
+    OrmQ.objects.filter(pk=job.pk).update(lock=at + timedelta(seconds=settings.Q_RETRY))
+
+
+def database_started() -> datetime:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_postmaster_start_time()")
+        return cursor.fetchone()[0]
+
+
+@contextlib.contextmanager
+def a_live_run(delivery: Delivery) -> Iterator[list]:
+    """``delivery_process`` in a thread of its own, as a worker runs it, stopped
+    inside the run until the block ends; then its result."""
+    inside, finish = threading.Event(), threading.Event()
+    results: list = []
+    real = process._process
+
+    def slow(delivery: Delivery) -> Delivery.Outcome:
+        if threading.current_thread() is worker:
+            inside.set()
+            finish.wait(30)
+        return real(delivery)
+
+    def run() -> None:
+        try:
+            results.append(delivery_process(delivery_id=delivery.pk))
+        finally:
+            connection.close()
+
+    worker = threading.Thread(target=run)
+    with mock.patch("ingest.process._process", slow):
+        worker.start()
+        try:
+            assert inside.wait(30), "the run never started"
+            yield results
+        finally:
+            finish.set()
+            worker.join(30)
+
+
+def a_run_whose_retry_could_not_be_recorded(delivery: Delivery) -> None:
+    """A run that fails, then finds the database gone when it records its retry
+    (the server restarting): it ends with the delivery ``processing``."""
+    with (
+        mock.patch("ingest.process._process", side_effect=RuntimeError("cut off")),
+        mock.patch.object(
+            Delivery,
+            "mark_retry",
+            side_effect=OperationalError("the database system is starting up"),
+        ),
+        pytest.raises(OperationalError),
+    ):
+        delivery_process(delivery_id=delivery.pk)
+
+
+@pytest.mark.parametrize(
+    "its_job",
+    ["acknowledged", "taken by the worker, never acknowledged"],
+)
+def test_a_run_that_could_not_record_its_retry_is_queued_again_by_the_next_sweep(
+    its_job,
+):
+    delivery = receive_delivery()
+    job = job_of(delivery)
+    taken(job, at=timezone.now())
+
+    a_run_whose_retry_could_not_be_recorded(delivery)
+    if its_job == "acknowledged":
+        job.delete()
+
+    assert Delivery.objects.get(pk=delivery.pk).state == Delivery.State.PROCESSING
+    assert deliveries_requeue_stalled() == 1
+    assert Delivery.objects.get(pk=delivery.pk).state == Delivery.State.QUEUED
+    # The worker's copy, offered again later, would find the delivery done.
+    OrmQ.objects.filter(pk=job.pk).delete()
+    assert run_queued(TASK) == ["embedded"]
+
+
+@pytest.mark.parametrize(
+    ("its_job", "requeued"),
+    [
+        ("none", 1),
+        ("taken before the database started", 1),
+        ("taken since the database started", 0),
+        ("waiting", 0),
+    ],
+)
+def test_a_queued_delivery_keeps_only_a_job_a_live_worker_may_run(its_job, requeued):
+    delivery = receive_delivery()
+    Delivery.objects.update(queued_at=timezone.now() - timedelta(minutes=5))
+    job = job_of(delivery)
+    if its_job == "none":
+        job.delete()
+    elif its_job == "taken before the database started":
+        # The worker's job failed in the outage and could not be acknowledged.
+        taken(job, at=database_started() - timedelta(seconds=1))
+    elif its_job == "taken since the database started":
+        taken(job, at=timezone.now())
+
+    assert deliveries_requeue_stalled() == requeued
+
+
+@pytest.mark.parametrize("claimed", ["just now", "hours ago"])
+def test_a_delivery_a_live_run_holds_is_never_queued_again(claimed):
+    delivery = receive_delivery()
+    OrmQ.objects.all().delete()  # run outside the queue, as a command would
+
+    with a_live_run(delivery) as results:
+        if claimed == "hours ago":
+            Delivery.objects.filter(pk=delivery.pk).update(
+                claimed_at=timezone.now() - timedelta(hours=3)
+            )
+        assert deliveries_requeue_stalled() == 0
+        assert not OrmQ.objects.exists()
+
+    assert results == ["embedded"]
+    assert Delivery.objects.get(pk=delivery.pk).attempts == 1
+
+
+def test_a_second_copy_of_a_job_leaves_a_held_delivery_to_its_run():
+    delivery = receive_delivery()
+
+    with a_live_run(delivery) as results:
+        assert delivery_process(delivery_id=delivery.pk) is None
+
+    done = Delivery.objects.get(pk=delivery.pk)
+    assert results == ["embedded"]
+    assert (done.outcome, done.attempts) == (Delivery.Outcome.EMBEDDED, 1)
+
+
+def test_a_run_that_lost_its_delivery_records_no_retry():
+    delivery = receive_delivery()
+    OrmQ.objects.all().delete()
+    assert delivery.mark_claimed(at=timezone.now())
+    # Cut off by a database restart, the run was given up for lost and another
+    # run took the delivery up before this one could record its retry.
+    later = timezone.now() + timedelta(seconds=1)
+    Delivery.objects.filter(pk=delivery.pk).update(claimed_at=later, attempts=2)
+
+    assert delivery_retry_later(delivery=delivery, error="cut off") is None
+
+    now = Delivery.objects.get(pk=delivery.pk)
+    assert (now.state, now.claimed_at, now.error) == ("processing", later, "")
+    assert not OrmQ.objects.exists()
