@@ -1,4 +1,5 @@
-"""One section's blocks as chunk texts of at most ``MAX_TOKENS``.
+"""One section's blocks as chunk texts of at most ``limit`` tokens (``MAX_TOKENS``,
+less what the chunk's embedded text puts before it).
 
 Whole blocks are packed greedily. A block too long for one chunk is cut where it may
 be cut, prose at sentences, then words, then characters; lists at items; fenced code
@@ -25,22 +26,23 @@ TABLE_DELIMITER = re.compile(r"^\s*\|?\s*:?-+:?\s*(?:\|\s*:?-*:?\s*)*\|?\s*$")
 LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s")
 
 
-def chunk_texts(blocks: list[str], *, headed: bool) -> Iterator[str]:
-    """The chunk texts of a section's blocks; ``headed``: the first block is the
-    section's heading."""
-    sticky, room = _heading_room(blocks, headed=headed)
-    return _pack(_pieces(blocks, room_after_heading=room), sticky=sticky)
+def chunk_texts(blocks: list[str], *, headed: bool, limit: int) -> Iterator[str]:
+    """The chunk texts of a section's blocks, of at most ``limit`` tokens each;
+    ``headed``: the first block is the section's heading."""
+    sticky, room = _heading_room(blocks, headed=headed, limit=limit)
+    pieces = _pieces(blocks, room_after_heading=room, limit=limit)
+    return _pack(pieces, sticky=sticky, limit=limit)
 
 
-def _heading_room(blocks: list[str], *, headed: bool) -> tuple[str, int]:
+def _heading_room(blocks: list[str], *, headed: bool, limit: int) -> tuple[str, int]:
     """The heading block that is never a chunk on its own, and the room it leaves
     for what follows it in the first chunk. A heading that would leave less than
     three quarters of a chunk may stand alone."""
     if not (headed and blocks):
-        return "", MAX_TOKENS
-    room = MAX_TOKENS - count_tokens(f"{blocks[0]}\n\n")
-    if room < MAX_TOKENS * 3 // 4:
-        return "", MAX_TOKENS
+        return "", limit
+    room = limit - count_tokens(f"{blocks[0]}\n\n")
+    if room < limit * 3 // 4:
+        return "", limit
     return blocks[0], room
 
 
@@ -73,15 +75,19 @@ class _Piece:
     continues: bool = False  # goes on with the paragraph the piece before began
 
 
-def _pieces(blocks: list[str], *, room_after_heading: int) -> Iterator[_Piece]:
+def _pieces(
+    blocks: list[str], *, room_after_heading: int, limit: int
+) -> Iterator[_Piece]:
     """Each block whole, or cut into pieces that fit a chunk. The block after the
     section's heading fits in the room the heading leaves."""
     for index, block in enumerate(blocks):
-        room = room_after_heading if index == 1 else MAX_TOKENS
-        yield from _block_pieces(block, room=room)
+        room = room_after_heading if index == 1 else limit
+        yield from _block_pieces(block, room=room, limit=limit)
 
 
-def _block_pieces(block: str, *, room: int, joiner: str = "\n\n") -> Iterator[_Piece]:
+def _block_pieces(
+    block: str, *, room: int, limit: int, joiner: str = "\n\n"
+) -> Iterator[_Piece]:
     tokens = count_tokens(block)
     prose = _is_prose(block)
     if tokens <= room:
@@ -89,7 +95,7 @@ def _block_pieces(block: str, *, room: int, joiner: str = "\n\n") -> Iterator[_P
         return
     first = block.lstrip().split("\n", 1)[0]
     if FENCE.match(first):
-        yield from _code_pieces(block, room=room, joiner=joiner)
+        yield from _code_pieces(block, room=room, limit=limit, joiner=joiner)
         return
     if TABLE_ROW.match(first):
         yield from _table_pieces(block, room=room, joiner=joiner)
@@ -102,7 +108,7 @@ def _block_pieces(block: str, *, room: int, joiner: str = "\n\n") -> Iterator[_P
             joiner=within if index else joiner,
             continues=index > 0,
             # Only the first part has to share the chunk with the heading.
-            room=MAX_TOKENS if index else room,
+            room=limit if index else room,
         )
 
 
@@ -124,7 +130,7 @@ def _part_pieces(
         )
 
 
-def _code_pieces(block: str, *, room: int, joiner: str) -> Iterator[_Piece]:
+def _code_pieces(block: str, *, room: int, limit: int, joiner: str) -> Iterator[_Piece]:
     """A fenced block cut at lines into fenced blocks, each opened with the same
     fence and info string and closed. Lines after the closing fence (no blank line
     between) go on as a block of their own."""
@@ -143,7 +149,7 @@ def _code_pieces(block: str, *, room: int, joiner: str) -> Iterator[_Piece]:
         yield _Piece(text, tokens, False, joiner if index == 0 else "\n\n")
     if close + 1 < len(lines):
         after = "\n".join(lines[close + 1 :])
-        yield from _block_pieces(after, room=MAX_TOKENS, joiner="\n")
+        yield from _block_pieces(after, room=limit, limit=limit, joiner="\n")
 
 
 def _closes(line: str, marker: str) -> bool:
@@ -185,21 +191,21 @@ def _framed(
         limit -= excess
 
 
-def _grown(chunk: str, bound: int, piece: _Piece) -> int | None:
+def _grown(chunk: str, bound: int, piece: _Piece, *, limit: int) -> int | None:
     """An upper bound of the tokens of ``chunk`` with ``piece`` joined to it, or
-    None if that passes MAX_TOKENS. Counted exactly only near the cap: summing
+    None if that passes ``limit``. Counted exactly only near the cap: summing
     the parts' counts misses what the joins add."""
     if not chunk:
         return piece.tokens
     estimate = bound + piece.tokens + JOIN_TOKENS
-    if estimate <= MAX_TOKENS:
+    if estimate <= limit:
         return estimate
     exact = count_tokens(f"{chunk}{piece.joiner}{piece.text}")
-    return exact if exact <= MAX_TOKENS else None
+    return exact if exact <= limit else None
 
 
-def _pack(pieces: Iterable[_Piece], *, sticky: str = "") -> Iterator[str]:
-    """Whole pieces, greedily, into chunks of at most MAX_TOKENS. A chunk that
+def _pack(pieces: Iterable[_Piece], *, sticky: str, limit: int) -> Iterator[str]:
+    """Whole pieces, greedily, into chunks of at most ``limit`` tokens. A chunk that
     continues a paragraph starts with the paragraph's sentence before, if that
     sentence is short and fits. The ``sticky`` heading line is never a chunk on its
     own (the pieces after it were cut to leave it room)."""
@@ -207,15 +213,15 @@ def _pack(pieces: Iterable[_Piece], *, sticky: str = "") -> Iterator[str]:
     size = bound = 0  # the sum of the pieces' counts; an upper bound of the chunk's
     last_sentence = ""
     for piece in pieces:
-        full = bool(chunk) and chunk != sticky and size + piece.tokens > MAX_TOKENS
-        grown = None if full else _grown(chunk, bound, piece)
+        full = bool(chunk) and chunk != sticky and size + piece.tokens > limit
+        grown = None if full else _grown(chunk, bound, piece, limit=limit)
         if grown is None:
             # A full chunk; or, where the tokenizer beats the room kept for it, a
             # heading on its own.
             yield chunk
             chunk = last_sentence if piece.continues and piece.prose else ""
             size = bound = count_tokens(chunk)
-            grown = _grown(chunk, bound, piece)
+            grown = _grown(chunk, bound, piece, limit=limit)
             if grown is None:  # no room for the sentence before
                 chunk, size, grown = "", 0, piece.tokens
         chunk = f"{chunk}{piece.joiner}{piece.text}" if chunk else piece.text

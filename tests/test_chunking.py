@@ -1,7 +1,11 @@
 from __future__ import annotations
 
+import random
+
+import pytest
+
 from kbsite.text import clean_inline, count_tokens
-from retrieval.chunking import PREFIX_TOKENS, ChunkDraft, chunk_markdown
+from retrieval.chunking import ChunkDraft, chunk_markdown
 from retrieval.packing import MAX_TOKENS
 
 PAGE = """Intro before any heading.
@@ -128,9 +132,12 @@ def body_of(chunk: ChunkDraft, heading: str) -> str:
 
 
 def assert_under_the_cap(chunks: list[ChunkDraft]) -> None:
+    """The shown text and the embedded one (title and heading path included) are
+    within the cap, counted as everything else counts them."""
     assert chunks
     assert max(count_tokens(c.text) for c in chunks) <= MAX_TOKENS
-    assert max(c.token_count for c in chunks) <= MAX_TOKENS + PREFIX_TOKENS
+    assert all(c.token_count == count_tokens(c.embed_text) for c in chunks)
+    assert max(c.token_count for c in chunks) <= MAX_TOKENS
 
 
 def test_a_huge_paragraph_with_no_sentence_end_is_cut_at_words_under_the_cap():
@@ -303,3 +310,93 @@ def test_a_title_that_adds_the_site_name_is_not_repeated_by_the_h1():
     assert chunk.embed_text.startswith(
         "os.path — Pathnames — Python 3.11 documentation\n\n"
     )
+
+
+TITLE = "The Harbor job scheduler: " + " ".join(f"topic{i}" for i in range(60))
+SENTENCE = "Each worker reads [one queue](https://example.com/q) and writes back. "
+LONG_BLOCKS = {
+    "prose": (SENTENCE * 150).strip(),
+    "a paragraph that fits alone": (SENTENCE * 40).strip(),
+    "a list": "\n".join(f"- item {i}: {SENTENCE}" for i in range(120)),
+    "code over the cap": "```python\n"
+    + "\n".join(f"x{i} = run({i})  # step {i}" for i in range(900))
+    + "\n```",
+    "a table over the cap": "| key | value |\n| --- | --- |\n"
+    + "\n".join(f"| key_{i} | {SENTENCE} |" for i in range(200)),
+    "a word longer than a chunk": "x" * 20_000,
+}
+
+
+@pytest.mark.parametrize("block", LONG_BLOCKS.values(), ids=LONG_BLOCKS)
+@pytest.mark.parametrize(
+    "heading",
+    ["## Workers", "## " + " ".join(f"part{i}" for i in range(120)), ""],
+    ids=["a heading", "a long heading", "no heading"],
+)
+def test_no_chunk_is_over_the_cap_with_its_title_and_heading_path(heading, block):
+    chunks = chunk_markdown(f"# Scheduler\n\n{heading}\n\n{block}\n", title=TITLE)
+
+    assert_under_the_cap(chunks)
+
+
+def test_a_text_that_its_cleaning_makes_longer_is_cut_to_fit():
+    # The embedded text drops the outer spaces: " naïve" is 2 tokens, "naïve" 3.
+    room = MAX_TOKENS - count_tokens("Doc\n\n")
+    text = " naïve" + " x" * (room - count_tokens(" naïve"))
+    assert count_tokens(text) == room
+    assert count_tokens(f"Doc\n\n{text.strip()}") == MAX_TOKENS + 1
+
+    chunks = chunk_markdown(f"{text}\n", title="Doc")
+
+    assert_under_the_cap(chunks)
+    assert " ".join(c.text.strip() for c in chunks).split() == text.split()
+
+
+def random_markdown(rng: random.Random) -> str:
+    """A page of sections and blocks of every kind, some far over the cap, with
+    links, non-Latin text, leading spaces and long headings."""
+    words = (
+        "the queue worker reads jobs and writes results to postgres naïve café "
+        "東京 данные x86_64 foo.bar() `code` **bold** 3.14 don't e.g. [link](/a/b) "
+        "https://example.com/a?b=c ¶"
+    ).split()
+
+    def sentence() -> str:
+        text = " ".join(rng.choice(words) for _ in range(rng.randint(2, 30)))
+        return text + rng.choice([".", "!", "?", ". ", ""])
+
+    def block() -> str:
+        kind, size = rng.randrange(5), rng.choice([1, 5, 60, 300])
+        rows = [sentence() for _ in range(rng.randint(1, size))]
+        if kind == 0:
+            return rng.choice(["", " ", "  "]) + " ".join(rows)
+        if kind == 1:
+            return "\n".join(f"- {row}" for row in rows)
+        if kind == 2:
+            info = rng.choice(["", "python", "sh title=" + "y" * rng.randrange(400)])
+            return f"```{info}\n" + "\n".join(f"    {row}" for row in rows) + "\n```"
+        if kind == 3:
+            return "| a | b |\n| --- | --- |\n" + "\n".join(
+                f"| {row} | {sentence()} |" for row in rows
+            )
+        return "#### " + rows[0]
+
+    parts = []
+    for _ in range(rng.randint(1, 8)):
+        if rng.random() < 0.7:
+            heading = " ".join(rng.choice(words) for _ in range(rng.choice([2, 40])))
+            parts.append("#" * rng.randint(1, 3) + " " + heading)
+        parts += [block() for _ in range(rng.randint(1, 4))]
+    return "\n\n".join(parts) + "\n"
+
+
+def test_no_chunk_of_many_random_pages_is_over_the_cap():
+    rng = random.Random(20)
+    for _ in range(40):
+        title = " ".join(rng.choice(["Guide", "東京", "x86_64"]) for _ in range(50))
+        markdown = random_markdown(rng)
+
+        chunks = chunk_markdown(markdown, title=title[: rng.choice([0, 30, 400])])
+
+        if chunks:
+            assert_under_the_cap(chunks)

@@ -18,7 +18,6 @@ from ingest.process import delivery_process
 from ingest.queueing import deliveries_requeue_stalled, delivery_requeue
 from kbsite.text import count_tokens
 from retrieval.backends import MAX_INPUT_TOKENS
-from retrieval.chunking import PREFIX_TOKENS
 from retrieval.models import Chunk, Embedding
 from retrieval.packing import MAX_TOKENS
 from retrieval.search import SearchMode, chunks_search
@@ -353,7 +352,7 @@ class HugePageTests(IngestWorld):
         chunks = self.page(f"{SITE}/dump/").chunks.all()
         assert chunks.count() > 200
         assert max(count_tokens(c.text) for c in chunks) <= MAX_TOKENS
-        assert max(c.token_count for c in chunks) <= MAX_TOKENS + PREFIX_TOKENS
+        assert max(c.token_count for c in chunks) <= MAX_TOKENS
         assert max(count_tokens(text) for text in self.api.seen) <= MAX_INPUT_TOKENS
         for query in ("w064999x", "row_29999"):
             found = chunks_search(query=query, user=None, k=1, mode=SearchMode.KEYWORD)
