@@ -21,13 +21,16 @@ from tests.test_embedded_db import HOLD, run_holder
 
 pytestmark = pytest.mark.slow
 
-# The product as it was on PostgreSQL 16: migrated, and the Harbor docs delivered
-# and indexed by its own code.
+# The product as it was on PostgreSQL 16 (which had no version check): migrated,
+# and the Harbor docs delivered and indexed by its own code.
 INDEX_ON_16 = textwrap.dedent(
     """
     import json, django
     django.setup()
     from django.core.management import call_command
+    from django.db.backends.signals import connection_created
+    from kbsite.database_versions import database_versions_check
+    connection_created.disconnect(database_versions_check)
     call_command("migrate", verbosity=0)
     from tests.world import harbor_load
     harbor_load()
@@ -60,6 +63,7 @@ SEARCH_ON_18 = textwrap.dedent(
             result = chunks_search(query=query, user=reader, k=5, mode=mode)
         return [hit.chunk.page.url for hit in result.hits]
 
+    before = vector_version()
     call_command("migrate", verbosity=0)
     reader = User.objects.create_user("reader-after-the-upgrade")
     delivery = receive_delivery(harbor_url("upgrades"), UPGRADES, rid="upgrades",
@@ -67,6 +71,7 @@ SEARCH_ON_18 = textwrap.dedent(
     delivery_process(delivery_id=delivery.pk)
     print(json.dumps({
         "server": connection.pg_version,
+        "vector_before_migrate": before,
         "vector": vector_version(),
         "counts": counts(),
         "by_vector": found(RETRIES, SearchMode.VECTOR),
@@ -191,6 +196,8 @@ def test_a_var_made_by_postgresql_16_is_upgraded_and_all_of_it_stays_searchable(
 
     server = EmbeddedPostgres.at(root)
     assert after["server"] // 10000 == int(major_version()) == 18
+    assert after["vector_before_migrate"] == "0.6.2", "pg_upgrade keeps it"
+    assert after["vector"].startswith("0.8."), "migrate updates it"
     grown = {name: after["counts"][name] - on_16[name] for name in on_16}
     assert grown["Source"] == 0, "every row is there, and one page more"
     assert grown["Page"] == grown["Delivery"] == 1
