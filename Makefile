@@ -31,7 +31,7 @@ $(LOCAL_STAMP): requirements-local.txt $(STAMP)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-local.txt
 	touch $(LOCAL_STAMP)
 
-$(OLD_PG_STAMP): $(STAMP)
+$(OLD_PG_STAMP): | $(STAMP)
 	rm -rf $(OLD_PG)
 	$(PY) -m pip download --quiet --no-deps --only-binary=:all: --dest $(OLD_PG)/wheel \
 		pgserver==0.1.4
