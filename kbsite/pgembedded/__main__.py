@@ -1,4 +1,5 @@
-"""``python -m kbsite.pgembedded status|stop``: look at or stop the embedded server."""
+"""``python -m kbsite.pgembedded status|stop|upgrade``: look at, stop or upgrade the
+embedded server (upgrade: data made by PostgreSQL 16, as the next start would)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,16 @@ def main(argv: list[str]) -> int:
     if action == "stop":
         print("stopped" if server.stop() else "was not running")
         return 0
+    if action == "upgrade":
+        kept = server.upgrade()
+        if kept is None:
+            print(f"nothing to upgrade: {server.data_dir} is PostgreSQL's current one")
+        else:
+            print(
+                f"upgraded {server.data_dir}; the old data is kept in {kept} until "
+                "you delete it. Run manage.py migrate next: it updates pgvector."
+            )
+        return 0
     if action == "status":
         info = server.running()
         if info is None:
@@ -34,7 +45,7 @@ def main(argv: list[str]) -> int:
                 f"running: pid {info.pid}, socket {info.socket_dir}, held by {holders}"
             )
         return 0
-    print("usage: python -m kbsite.pgembedded [status|stop]", file=sys.stderr)
+    print("usage: python -m kbsite.pgembedded [status|stop|upgrade]", file=sys.stderr)
     return 2
 
 

