@@ -618,15 +618,19 @@ class Page(models.Model):
         self.status = self.Status.GONE
         self.deleted_at = at
         self.content_hash = ""
+        self._content_drop()
+        self.forget_validators()
+        self.last_changed_at = at
+        self.next_crawl_at = None
+
+    def _content_drop(self) -> None:
+        """The page's text and what was learned from it leave the row."""
         self.markdown = ""
         self.raw_body = None
         self.minhash = None
         self.minhash_bands = []
         self.near_duplicate_of = None
         self.near_duplicate_score = None
-        self.forget_validators()
-        self.last_changed_at = at
-        self.next_crawl_at = None
 
     def mark_rederived(self, *, title: str, markdown: str, digest: str) -> None:
         """New Markdown from the same delivered body (new boilerplate rules or a new
@@ -657,12 +661,7 @@ class Page(models.Model):
         self.redirect_to = None
         self.deleted_at = None
         self.content_hash = digest
-        self.markdown = ""
-        self.raw_body = None
-        self.minhash = None
-        self.minhash_bands = []
-        self.near_duplicate_of = None
-        self.near_duplicate_score = None
+        self._content_drop()
         # Fetched in full next time: the original may have moved on since.
         self.forget_validators()
         if was_live or self.last_changed_at is None:
