@@ -39,7 +39,7 @@ from ingest.outcomes import apply_content, apply_gone, apply_not_modified
 from ingest.pipeline import source_content
 from ingest.queueing import delivery_retry_later, error_summary
 from ingest.rederive import source_boilerplate_catch_up
-from ingest.rescope import page_rescope
+from ingest.rescope import page_rescope, pages_rescope
 from sources.models import Page, Source
 from sources.scope import ScopeMap
 
@@ -89,6 +89,17 @@ def delivery_process(*, delivery_id: int) -> Outcome | Delivery.State | None:
 
 def _process(delivery: Delivery) -> Outcome:
     scope = ScopeMap()
+    outcome = _ingest(delivery, scope)
+    if delivery.page_id and scope.changed_since():
+        # A source's scope changed while this ran; the job that checks every page
+        # may have read them before this page was saved.
+        page = Page.objects.light().filter(pk=delivery.page_id).first()
+        if page is not None:
+            pages_rescope(pages=[page])
+    return outcome
+
+
+def _ingest(delivery: Delivery, scope: ScopeMap) -> Outcome:
     owner = scope.source_for(delivery.url)
     page, pushed = _resolve_page(delivery, owner)
     if page is None:

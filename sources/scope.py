@@ -7,8 +7,9 @@ one of them matches (the allow patterns then replace the seeds' directories).
 Among the sources reaching a URL the most specific is the one with the longest
 seed directory of it (an allow match breaks a tie, then the oldest source). The URL
 belongs to it, unless it denies the URL: a URL its most specific source denies
-belongs to no source but one whose allow pattern names it (and which does not deny
-it too). A URL no source reaches belongs to none; it is never handed to a
+belongs to no source but one whose allow pattern names it explicitly (anchored, with
+a literal start longer than the denying source's seed directory, and which does not
+deny it too). A URL no source reaches belongs to none; it is never handed to a
 neighbour.
 
 Every decision is made on the canonical URL (``kbsite.canonical``), the one the
@@ -27,6 +28,7 @@ from kbsite.canonical import canonical_url_or_none
 from sources.models import Source
 
 REPEATED_SLASHES = re.compile(r"(?<!:)//+")
+ENCODED_SLASH = re.compile("%2f", re.IGNORECASE)
 
 
 def seed_directory(seed: str) -> str | None:
@@ -87,12 +89,59 @@ class Scope:
         reached = allowed if self.allow else held > 0
         return (held, allowed) if reached else None
 
+    def names(self, url: str, *, beyond: int) -> bool:
+        """Whether an allow pattern names the canonical ``url`` explicitly: it
+        matches, it is anchored (``^``) and its literal start is longer than
+        ``beyond`` (the seed directory of the source that denies the URL), so a
+        pattern of a whole host never takes what a narrower source denied."""
+        return any(
+            pattern.search(url) and len(_literal_start(pattern)) > beyond
+            for pattern in self.allow
+        )
+
     def denies(self, url: str) -> bool:
-        """Whether a deny pattern matches the canonical ``url``, or the same URL with
-        runs of slashes in its path made one (``/hr//private`` is ``/hr/private``
-        to most servers)."""
-        spellings = {url, REPEATED_SLASHES.sub("/", url)}
+        """Whether a deny pattern matches the canonical ``url`` or a spelling many
+        servers read as the same path: runs of slashes made one (``/hr//private``),
+        encoded slashes decoded with their dot segments resolved
+        (``/hr/x%2F..%2Fprivate``)."""
+        if not self.deny:
+            return False
+        spellings = _spellings(url)
         return any(p.search(s) for p in self.deny for s in spellings)
+
+
+def _spellings(url: str) -> set[str]:
+    decoded = ENCODED_SLASH.sub("/", url)
+    resolved = canonical_url_or_none(decoded) or decoded
+    return {
+        url,
+        REPEATED_SLASHES.sub("/", url),
+        resolved,
+        REPEATED_SLASHES.sub("/", resolved),
+    }
+
+
+def _literal_start(pattern: re.Pattern) -> str:
+    """The text an anchored pattern's every match starts with: ``^https://a\\.b/x/``
+    gives ``https://a.b/x/``; an unanchored one gives nothing."""
+    source = pattern.pattern
+    if not source.startswith("^"):
+        return ""
+    literal = []
+    i = 1
+    while i < len(source):
+        char = source[i]
+        if char == "\\" and i + 1 < len(source) and not source[i + 1].isalnum():
+            literal.append(source[i + 1])
+            i += 2
+        elif char in ".^$*+?{}[]|()\\":
+            break
+        else:
+            literal.append(char)
+            i += 1
+    if i < len(source) and source[i] in "*?{":  # the last character is optional
+        literal = literal[:-1]
+    return "".join(literal)
 
 
 def scope_owner(url: str, scopes: Sequence[Scope]) -> int | None:
@@ -111,11 +160,11 @@ def _owner(canonical: str, scopes: Sequence[Scope]) -> int | None:
     most_specific = [scope for rank, scope in reaching if rank == top]
     if not any(scope.denies(canonical) for scope in most_specific):
         return most_specific[0].source_id
-    # Denied where it belongs: only a source that names it in an allow pattern.
+    # Denied where it belongs: only a source whose allow pattern names it.
     named = [
         (rank, scope)
         for rank, scope in reaching
-        if rank[1] and not scope.denies(canonical)
+        if scope.names(canonical, beyond=top[0]) and not scope.denies(canonical)
     ]
     if not named:
         return None
@@ -138,6 +187,7 @@ class ScopeMap:
         chosen = Source.objects.all() if sources is None else sources
         self.sources = {source.pk: source for source in chosen}
         self.scopes = [Scope.of(self.sources[pk]) for pk in sorted(self.sources)]
+        self.newest = max((s.updated_at for s in self.sources.values()), default=None)
         self._by_site: dict[str, list[Scope]] = {}
 
     def _candidates(self, site: str) -> list[Scope]:
@@ -149,12 +199,35 @@ class ScopeMap:
             ]
         return self._by_site[site]
 
+    def changed_since(self) -> bool:
+        """Whether a source was added or saved after these scopes were read."""
+        later = Source.objects.all()
+        if self.newest is not None:
+            later = later.filter(updated_at__gt=self.newest)
+        return later.exists()
+
     def source_id_for(self, url: str) -> int | None:
         """The id of the source ``url`` belongs to, or None."""
         canonical = canonical_url_or_none(url)
         if canonical is None:
             return None
         return _owner(canonical, self._candidates(_site(canonical)))
+
+    def denied_by(self, url: str) -> Source | None:
+        """The most specific source reaching ``url`` if it denies it (and so no
+        source may take it but one naming it), else None."""
+        canonical = canonical_url_or_none(url)
+        if canonical is None:
+            return None
+        ranked = [(s.reach(canonical), s) for s in self._candidates(_site(canonical))]
+        reaching = [(rank, scope) for rank, scope in ranked if rank is not None]
+        if not reaching:
+            return None
+        top = max(rank for rank, _ in reaching)
+        for rank, scope in reaching:
+            if rank == top and scope.denies(canonical):
+                return self.sources[scope.source_id]
+        return None
 
     def source_for(self, url: str) -> Source | None:
         owner = self.source_id_for(url)

@@ -7,14 +7,17 @@ import gzip
 
 import pytest
 from django.contrib.auth.models import AnonymousUser, Group, User
+from django.urls import reverse
 
 from ingest.crawl.admission import Found, urls_admit
 from ingest.crawl.services import crawl_start
+from ingest.crawl.setup import CrawlRequestError, source_for_crawl
 from ingest.discovery import source_urls_push
 from ingest.models import CrawlUrl, Delivery
 from ingest.recrawl import urls_recrawl
 from ingest.rescope import pages_rescope
 from retrieval.questions import search_run
+from sources.admin.pages import NOT_ITS_SOURCE
 from sources.models import Page, PageVersion, Source
 from sources.scope import Scope, ScopeMap, scope_owner, seed_directory
 from tests.world import IngestWorld, page_html, run_queued
@@ -34,6 +37,8 @@ BELONGS = [
     (f"{CORP}/hr/%2e/private/x", None),
     (f"{CORP}/eng/../hr/private/x", None),
     (f"{CORP}/hr//private/x", None),
+    (f"{CORP}/hr/x%2F..%2Fprivate/salaries", None),
+    (f"{CORP}/hr/x/..%2fprivate/salaries", None),
     (f"{CORP}/HR/private/x", None),
     ("https://CORP.example.com:443/hr/private/x", None),
     (f"{CORP}/hr", None),
@@ -200,6 +205,73 @@ def test_the_longest_seed_directory_wins_over_an_allow_pattern_of_the_whole_host
 
     assert scope_owner(f"{CORP}/hr/handbook", [whole_host, hr]) == 2
     assert scope_owner(f"{CORP}/eng/setup", [whole_host, hr]) == 1
+
+
+def test_an_allow_pattern_of_a_whole_host_takes_nothing_a_narrower_source_denies():
+    hr = Scope.compile(1, seeds=[f"{CORP}/hr/"], allow=[], deny=["/hr/private"])
+    host = Scope.compile(2, seeds=[], allow=[r"^https://corp\.example\.com/"], deny=[])
+    unanchored = Scope.compile(3, seeds=[], allow=["/hr/private/"], deny=[])
+    audit = Scope.compile(
+        4, seeds=[], allow=[r"^https://corp\.example\.com/hr/private/audit/"], deny=[]
+    )
+
+    assert scope_owner(f"{CORP}/eng/x", [hr, host, unanchored]) == 2
+    assert scope_owner(f"{CORP}/hr/private/x", [hr, host, unanchored]) is None
+    assert scope_owner(f"{CORP}/hr/private/audit/x", [hr, host, audit]) == 4
+
+
+def test_crawling_a_url_a_source_denies_is_refused(corp, monkeypatch):
+    # corp.example.com resolves nowhere, and tests look nothing up.
+    monkeypatch.setattr("ingest.crawl.setup.url_check", lambda url, **kw: None)
+    with pytest.raises(CrawlRequestError, match="denied by the deny patterns of"):
+        source_for_crawl(url=f"{CORP}/hr/private/salaries")
+
+    source, created = source_for_crawl(url=f"{CORP}/")
+    assert created and ScopeMap().source_for(f"{CORP}/hr/private/x") is None
+
+
+def test_a_page_added_in_the_admin_is_canonical_and_in_the_source_it_belongs_to(
+    corp, admin_client
+):
+    add = reverse("admin:sources_page_add")
+    fields = {"recrawl_every": "", "_save": "Save", "versions-TOTAL_FORMS": "0",
+              "versions-INITIAL_FORMS": "0"}  # fmt: skip
+
+    refused = admin_client.post(
+        add,
+        {"url": f"{CORP}/hr/%70rivate/x", "source": corp["Eng"].pk, **fields},
+    )
+    taken = admin_client.post(
+        add,
+        {"url": "HTTPS://CORP.example.com:443/eng/./setup", **fields,
+         "source": corp["Eng"].pk},
+    )  # fmt: skip
+
+    assert refused.context["adminform"].form.errors["url"] == [NOT_ITS_SOURCE]
+    assert taken.status_code == 302, taken.context["adminform"].form.errors
+    assert list(Page.objects.values_list("url", "source__name")) == [
+        (f"{CORP}/eng/setup", "Eng")
+    ]
+
+
+def test_a_scope_changed_while_a_delivery_runs_is_applied_to_its_page(
+    corp, client, settings, monkeypatch
+):
+    class ReadJustBeforeAnEdit(ScopeMap):
+        def __init__(self) -> None:
+            super().__init__()
+            corp["HR"].deny_patterns += "\n/hr/pay"
+            corp["HR"].save()
+            pages_rescope()  # the edit's job, before this delivery's page exists
+
+    monkeypatch.setattr("ingest.process.ScopeMap", ReadJustBeforeAnEdit)
+
+    delivery = deliver(f"{CORP}/hr/pay", client, settings)
+
+    page = Page.objects.get()
+    assert delivery.outcome == Delivery.Outcome.EMBEDDED
+    assert (page.status, page.chunks.count()) == (Page.Status.GONE, 0)
+    assert search_run(query="salary bands", user=None, k=5, log=False) == []
 
 
 def test_a_tie_goes_to_the_oldest_source_unless_one_of_them_denies_the_url():

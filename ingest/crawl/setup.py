@@ -71,8 +71,14 @@ def _existing(url: str, name: str) -> Source | None:
         if source is None:
             raise CrawlRequestError(f"there is no source named {name!r}")
     else:
-        source_id = ScopeMap().source_id_for(url)
-        source = Source.objects.filter(pk=source_id).first() if source_id else None
+        scope = ScopeMap()
+        source = scope.source_for(url)
+        denier = scope.denied_by(url) if source is None else None
+        if denier is not None:
+            raise CrawlRequestError(
+                f"{url} is denied by the deny patterns of source {denier}: no "
+                "source takes it but one whose allow pattern names it"
+            )
     if source is None:
         return None
     if not source.is_crawled_here:

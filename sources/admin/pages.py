@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django import forms
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
@@ -23,11 +24,37 @@ from kbsite.admin_utils import (
     short_hash,
     title_and_path,
 )
+from kbsite.canonical import canonical_url_or_none
 from kbsite.textdiff import markdown_diff
 from sources.admin.sources import durations_in_words
 from sources.admin.versions import PageVersionInline
 from sources.admin.visibility import VisibleRowsAdmin
 from sources.models import Page, PageVersion
+from sources.scope import ScopeMap
+
+NOT_ITS_SOURCE = (
+    "This URL does not belong to the chosen source: it is outside the source's "
+    "seed directories or allow patterns, or a deny pattern keeps it out."
+)
+
+
+class PageForm(forms.ModelForm):
+    """A page is stored under its canonical URL, in the source that URL belongs to
+    (``sources.scope``), as a delivered or crawled page is."""
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or self.cleaned_data
+        url, source = cleaned.get("url"), cleaned.get("source")
+        if not url:
+            return cleaned
+        canonical = canonical_url_or_none(url)
+        if canonical is None:
+            self.add_error("url", "This URL cannot be parsed or has no host.")
+            return cleaned
+        cleaned["url"] = canonical
+        if source is not None and ScopeMap().source_id_for(canonical) != source.pk:
+            self.add_error("url", NOT_ITS_SOURCE)
+        return cleaned
 
 
 class PageConditionFilter(admin.SimpleListFilter):
@@ -64,6 +91,7 @@ class PageConditionFilter(admin.SimpleListFilter):
 @admin.register(Page)
 class PageAdmin(VisibleRowsAdmin, ListDeferMixin, admin.ModelAdmin):
     menu_order = 2
+    form = PageForm
     source_path = "source"
     list_display = ["page", "source", "status", "verified", "changed", "failures",
                     "next_check"]  # fmt: skip
