@@ -151,15 +151,30 @@ def scope_owner(url: str, scopes: Sequence[Scope]) -> int | None:
     return None if canonical is None else _owner(canonical, scopes)
 
 
-def _owner(canonical: str, scopes: Sequence[Scope]) -> int | None:
+Ranked = list[tuple[tuple[int, bool], Scope]]
+
+
+def _reaching(canonical: str, scopes: Sequence[Scope]) -> Ranked:
+    """The scopes reaching the URL with their ranks, the oldest first."""
     ranked = ((scope.reach(canonical), scope) for scope in scopes)
-    reaching = [(rank, scope) for rank, scope in ranked if rank is not None]
+    return [(rank, scope) for rank, scope in ranked if rank is not None]
+
+
+def _denier(canonical: str, reaching: Ranked) -> Scope | None:
+    """The most specific scope reaching the URL that denies it, if one does."""
+    top = max(rank for rank, _ in reaching)
+    return next(
+        (s for rank, s in reaching if rank == top and s.denies(canonical)), None
+    )
+
+
+def _owner(canonical: str, scopes: Sequence[Scope]) -> int | None:
+    reaching = _reaching(canonical, scopes)
     if not reaching:
         return None
     top = max(rank for rank, _ in reaching)
-    most_specific = [scope for rank, scope in reaching if rank == top]
-    if not any(scope.denies(canonical) for scope in most_specific):
-        return most_specific[0].source_id
+    if _denier(canonical, reaching) is None:
+        return next(scope.source_id for rank, scope in reaching if rank == top)
     # Denied where it belongs: only a source whose allow pattern names it.
     named = [
         (rank, scope)
@@ -219,15 +234,9 @@ class ScopeMap:
         canonical = canonical_url_or_none(url)
         if canonical is None:
             return None
-        ranked = [(s.reach(canonical), s) for s in self._candidates(_site(canonical))]
-        reaching = [(rank, scope) for rank, scope in ranked if rank is not None]
-        if not reaching:
-            return None
-        top = max(rank for rank, _ in reaching)
-        for rank, scope in reaching:
-            if rank == top and scope.denies(canonical):
-                return self.sources[scope.source_id]
-        return None
+        reaching = _reaching(canonical, self._candidates(_site(canonical)))
+        denier = _denier(canonical, reaching) if reaching else None
+        return None if denier is None else self.sources[denier.source_id]
 
     def source_for(self, url: str) -> Source | None:
         owner = self.source_id_for(url)
