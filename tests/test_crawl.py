@@ -195,11 +195,38 @@ class PolitenessTests(CrawlWorld):
         self.crawl(self.source())
 
         assert CrawlHost.objects.get().delay == 0.3
-        pages = [hit.at for hit in self.site.hits if hit.path.startswith("/docs/")]
-        gaps = [
-            later - earlier for earlier, later in zip(pages, pages[1:], strict=False)
+        assert min(self.gaps_after_answers()) >= 0.29
+
+    def test_a_crawl_delay_runs_from_the_end_of_a_slow_answer(self):
+        self.site.robots("User-agent: *\nCrawl-delay: 0.3\n")
+        self.slow_answers_are_spaced(override_settings(CRAWL_DELAY=0))
+
+    def test_the_crawl_delay_setting_runs_from_the_end_of_a_slow_answer(self):
+        self.site.robots("User-agent: *\n")
+        self.slow_answers_are_spaced(override_settings(CRAWL_DELAY=0.3))
+
+    def slow_answers_are_spaced(self, delay):
+        # A site answering in 0.25 s with a 0.3 s delay: each request starts
+        # 0.3 s after the last answer ended, not 0.05 s (0.3 s after it began).
+        links = ["a.html", "b.html"]
+        self.site.add("/docs/", page("Docs", "Start.", links), slow=0.25)
+        self.site.add("/docs/a.html", page("A"), slow=0.25)
+        self.site.add("/docs/b.html", page("B"), slow=0.25)
+
+        with delay:
+            self.crawl(self.source())
+
+        gaps = self.gaps_after_answers()
+        assert len(gaps) == 2 and min(gaps) >= 0.29, gaps
+
+    def gaps_after_answers(self) -> list[float]:
+        """Seconds from the end of each answer to the next page request."""
+        hits = [hit for hit in self.site.hits if hit.path.startswith("/docs/")]
+        assert len(hits) == 3 and all(hit.ended for hit in hits)
+        return [
+            later.at - earlier.ended
+            for earlier, later in zip(hits, hits[1:], strict=False)
         ]
-        assert len(pages) == 3 and min(gaps) >= 0.28
 
     def test_a_host_with_its_requests_running_takes_no_more(self):
         crawl, _ = crawl_start(source=self.source())  # /docs/ is queued

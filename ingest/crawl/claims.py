@@ -125,6 +125,21 @@ def _host_locked(origin: str) -> CrawlHost:
     return CrawlHost.objects.select_for_update().get(origin=origin)
 
 
+def host_turn_end(*, origin: str) -> None:
+    """A request to ``origin`` has ended: its host's next turn is at least its
+    delay away from now. The delay runs from the end of each request, not from
+    the turn booked for it, so a request that started late (a slow commit, a
+    busy machine) never brings the next one closer than the site asked."""
+    host = CrawlHost.objects.filter(origin=origin).only("delay").first()
+    if host is None:
+        return
+    delay = max(settings.CRAWL_DELAY, host.delay)
+    until = timezone.now() + timedelta(seconds=delay)
+    CrawlHost.objects.filter(pk=host.pk, next_fetch_at__lt=until).update(
+        next_fetch_at=until
+    )
+
+
 def host_turn_wait(*, origin: str) -> float:
     """Book a request to a host reached by a redirect; the seconds to wait."""
     with transaction.atomic():

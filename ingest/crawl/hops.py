@@ -119,6 +119,8 @@ def _get(ctx: Context, row: CrawlUrl, url: str) -> Response:
         raise Again(
             str(exc), after=exc.retry_after, crawler_status=exc.crawler_status
         ) from None
+    finally:
+        claims.host_turn_end(origin=origin_of(url))
 
 
 def _hop(chain: list[str], base: str, target: str) -> str:

@@ -26,6 +26,8 @@ class Route:
     first: list[int] = field(default_factory=list)
     # The request waits until the site's ``release`` is set.
     hold: bool = False
+    # Seconds the site takes before it answers.
+    slow: float = 0.0
 
 
 @dataclass
@@ -33,6 +35,7 @@ class Hit:
     path: str
     headers: dict[str, str]
     at: float = field(default_factory=time.monotonic)
+    ended: float | None = None  # when the answer was written
 
 
 def page(title: str, body: str = "", links: Sequence[str] = (), head: str = "") -> str:
@@ -93,9 +96,11 @@ class FakeSite:
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:  # noqa: N802 (the stdlib's name)
+                hit = Hit(self.path, dict(self.headers.items()))
                 with site.lock:
-                    site.hits.append(Hit(self.path, dict(self.headers.items())))
+                    site.hits.append(hit)
                 site.answer(self)
+                hit.ended = time.monotonic()
 
             def log_message(self, *args: object) -> None:
                 pass
@@ -125,6 +130,7 @@ class FakeSite:
         if route.hold:
             self.held.set()
             self.release.wait(60)
+        time.sleep(route.slow)
         if route.first:
             status = route.first.pop(0)
             return self._send(handler, status, {"Retry-After": "0"}, b"busy")
