@@ -21,6 +21,7 @@ from kbsite.text import STOPWORDS, WORD
 from retrieval.embedder import Embedder
 from retrieval.models import Chunk, EmbeddingSpace, IndexStatistics, Lexeme
 from retrieval.search import CANDIDATES
+from retrieval.searchable import searchable_chunks
 from retrieval.spaces import nearest_similarities, serving, space_serving
 from sources.models import Page
 
@@ -146,11 +147,12 @@ def best_similarities(embedder: Embedder, texts: list[str]) -> list[float]:
     if not texts:
         return []
     best = []
+    live = searchable_chunks(None)
     for vector in embedder.embed(texts):
-        similarity = nearest_similarities(embedder, vector, limit=CANDIDATES)
-        live = Chunk.objects.live().filter(embed_hash__in=similarity)
-        hashes = set(live.values_list("embed_hash", flat=True))
-        best.append(max((similarity[h] for h in hashes), default=0.0))
+        similarity = nearest_similarities(
+            embedder, vector, limit=CANDIDATES, searchable=live
+        )
+        best.append(max(similarity.values(), default=0.0))
     return best
 
 
