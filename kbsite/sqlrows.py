@@ -1,19 +1,22 @@
-"""Rows read by hand-written SQL, made into models as the ORM makes them.
+"""Rows read and written by hand-written SQL, as the ORM reads and writes them.
 
-The hot paths of a request (token authentication, a search's cited rows) read their
-rows with SQL written once, because compiling the ORM's query took longer than
-running it. These helpers keep what the ORM would have done: names quoted from
-``_meta`` by ``psycopg.sql``, each field's own decoding of its value, and the
-fields not read deferred.
+The hot paths of a request (token authentication, a search's cited rows, the
+webhook's delivery and its job, a question's log) use SQL written once, because
+compiling the ORM's query took longer than running it. These helpers keep what the
+ORM would have done: names quoted from ``_meta`` by ``psycopg.sql``, values only as
+parameters, each field's own decoding of what it read, the fields not read
+deferred, and every column an INSERT does not name filled by the database.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from functools import cached_property
 from typing import Generic, TypeVar
 
 from django.db import connection, models
-from psycopg.sql import SQL, Identifier
+from django.db.models.fields import NOT_PROVIDED, AutoFieldMixin
+from psycopg.sql import SQL, Composable, Identifier, Placeholder
 
 M = TypeVar("M", bound=models.Model)
 COMMA = SQL(", ")
@@ -75,6 +78,89 @@ class Row:
             raise ValueError(f"a row of {len(row)} values, not {self.width}")
         start = self._starts[part]
         return part.made(row[start : start + len(part)])
+
+
+class Insert:
+    """One hand-written INSERT into ``model``'s table, naming ``fields``.
+
+    The database fills every column it does not name, so each such column has a
+    ``db_default``, allows NULL, is generated, or is the automatic primary key;
+    :meth:`unfilled` names those that are none of these (tests/test_raw_inserts.py
+    checks every INSERT of the project).
+
+    The statement is ``template`` composed with ``psycopg.sql``: ``{table}``,
+    ``{columns}`` (those of ``fields``, in order), ``{values}`` (a row of
+    placeholders, one for each field unless ``values`` gives its SQL, taking the
+    field's value as its one parameter), any field's name for its column, and
+    ``parts``: other composed SQL (another table's name). :meth:`params` puts a
+    row's values in the order of its columns.
+    """
+
+    def __init__(
+        self,
+        model: type[models.Model],
+        fields: Sequence[str],
+        template: str,
+        *,
+        values: Mapping[str, Composable] | None = None,
+        **parts: Composable,
+    ):
+        self.model = model
+        self.fields = tuple(_field(model, name) for name in fields)
+        self._names = dict.fromkeys(fields).keys()
+        self.template = template
+        self.values = dict(values or {})
+        self.parts = parts
+        unknown = set(self.values) - set(fields)
+        if unknown:
+            raise ValueError(f"values for fields the INSERT does not name: {unknown}")
+
+    @cached_property
+    def sql(self) -> str:
+        """The statement, for one row."""
+        return self.statement()
+
+    def statement(self, *, rows: int = 1, **parts: Composable) -> str:
+        """The statement for ``rows`` rows, with these ``parts`` too."""
+        row = COMMA.join(self.values.get(f.name, Placeholder()) for f in self.fields)
+        names = {f.name: Identifier(_column(f)) for f in self._concrete()}
+        composed = SQL(self.template).format(
+            **names,
+            table=table(self.model),
+            columns=COMMA.join(Identifier(_column(f)) for f in self.fields),
+            values=COMMA.join([SQL("({})").format(row)] * rows),
+            **self.parts,
+            **parts,
+        )
+        return composed.as_string()
+
+    def params(self, **values: object) -> list:
+        """The parameters of one row, from its fields' values by name."""
+        if values.keys() != self._names:
+            raise ValueError(
+                f"values for {sorted(values)}, not for {sorted(self._names)}"
+            )
+        return [values[name] for name in self._names]
+
+    def unfilled(self) -> list[str]:
+        """The model's columns that this INSERT leaves to a database unable to
+        fill them: a row it writes would break their NOT NULL."""
+        named = set(self.fields)
+        return [
+            _column(f)
+            for f in self._concrete()
+            if f not in named
+            and not f.null
+            and f.db_default is NOT_PROVIDED
+            and not f.generated
+            and not (f.primary_key and isinstance(f, AutoFieldMixin))
+        ]
+
+    def _concrete(self) -> list[models.Field]:
+        return [f for f in self.model._meta.concrete_fields if f.column]
+
+    def __repr__(self) -> str:
+        return f"<Insert into {self.model._meta.label}>"
 
 
 def table(model: type[models.Model]) -> Identifier:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from django.db import connection
 from django.utils import timezone
 
+from kbsite.sqlrows import Insert
 from kbsite.text import count_tokens
 from retrieval.chunking import ChunkDraft
 from retrieval.embedder import Embedder
@@ -21,6 +22,16 @@ from sources.models import Page
 # (and retry) more cheaply. Tokens per request stay under OpenAI's 300,000.
 EMBED_BATCH = 256
 EMBED_BATCH_TOKENS = 250_000
+# Today's usage of a space, added to by each job (concurrent jobs add up).
+USAGE_INSERT = Insert(
+    EmbeddingUsage,
+    ("day", "space", "requests", "inputs", "tokens"),
+    "INSERT INTO {table} ({columns}) VALUES {values} "
+    "ON CONFLICT ({day}, {space}) DO UPDATE SET "
+    "{requests} = {table}.{requests} + EXCLUDED.{requests}, "
+    "{inputs} = {table}.{inputs} + EXCLUDED.{inputs}, "
+    "{tokens} = {table}.{tokens} + EXCLUDED.{tokens}",
+)
 
 
 @dataclass(frozen=True)
@@ -108,16 +119,15 @@ def _batches(
 
 def usage_record(*, space: str, requests: int, inputs: int, tokens: int) -> None:
     """Add to today's embedding usage (one upsert; concurrent jobs add up)."""
-    table = EmbeddingUsage._meta.db_table
+    row = USAGE_INSERT.params(
+        day=timezone.localdate(),
+        space=space,
+        requests=requests,
+        inputs=inputs,
+        tokens=tokens,
+    )
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"INSERT INTO {table} (day, space, requests, inputs, tokens) "
-            "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (day, space) DO UPDATE SET "
-            f"requests = {table}.requests + EXCLUDED.requests, "
-            f"inputs = {table}.inputs + EXCLUDED.inputs, "
-            f"tokens = {table}.tokens + EXCLUDED.tokens",
-            [timezone.localdate(), space, requests, inputs, tokens],
-        )
+        cursor.execute(USAGE_INSERT.sql, row)
 
 
 def page_chunks_replace(*, page: Page, drafts: list[ChunkDraft]) -> None:
