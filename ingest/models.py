@@ -118,13 +118,18 @@ class Delivery(models.Model):
         null=True, blank=True, help_text="When a failed attempt will be tried again."
     )
     state = models.CharField(max_length=20, choices=State.choices, default=State.QUEUED)
-    attempts = models.PositiveSmallIntegerField(default=0)
-    embedding_requests = models.PositiveIntegerField(default=0)
+    # The webhook's INSERT (ingest.queueing) leaves these to their db_default.
+    attempts = models.PositiveSmallIntegerField(default=0, db_default=0)
+    embedding_requests = models.PositiveIntegerField(default=0, db_default=0)
     embedding_tokens = models.PositiveIntegerField(
-        default=0, help_text="Tokens sent to the embedding model for this delivery."
+        default=0,
+        db_default=0,
+        help_text="Tokens sent to the embedding model for this delivery.",
     )
-    outcome = models.CharField(max_length=20, choices=Outcome.choices, blank=True)
-    error = models.TextField(blank=True)
+    outcome = models.CharField(
+        max_length=20, choices=Outcome.choices, blank=True, default="", db_default=""
+    )
+    error = models.TextField(blank=True, default="", db_default="")
     page = models.ForeignKey(
         "sources.Page",
         null=True,
@@ -332,13 +337,17 @@ class CrawlUrl(models.Model):
     kind = models.CharField(max_length=10, choices=Kind.choices, default=Kind.PAGE)
     depth = models.PositiveSmallIntegerField(default=0)
     state = models.CharField(max_length=10, choices=State.choices, default=State.QUEUED)
-    result = models.CharField(max_length=20, choices=Result.choices, blank=True)
+    # A page put back into a crawl by hand-written SQL (ingest.crawl.admission)
+    # starts with the db_default of its result, error and attempts.
+    result = models.CharField(
+        max_length=20, choices=Result.choices, blank=True, default="", db_default=""
+    )
     site_status = models.PositiveSmallIntegerField(null=True, blank=True)
-    error = models.TextField(blank=True)
+    error = models.TextField(blank=True, default="", db_default="")
     lastmod = models.DateTimeField(
         null=True, blank=True, help_text="The sitemap's lastmod for this URL."
     )
-    attempts = models.PositiveSmallIntegerField(default=0)
+    attempts = models.PositiveSmallIntegerField(default=0, db_default=0)
     not_before = models.DateTimeField(
         null=True, blank=True, help_text="Not fetched again before (backoff)."
     )
@@ -371,12 +380,16 @@ class CrawlHost(models.Model):
     """What the crawler knows about one site origin: its robots.txt and when the
     next request to it may start (shared by every worker and every crawl)."""
 
+    # Rows are also inserted by hand-written SQL (ingest.crawl.claims), which
+    # leaves robots_txt, delay and pause_reason to their db_default.
     origin = models.CharField(max_length=300, unique=True)
-    robots_txt = models.TextField(blank=True)
+    robots_txt = models.TextField(blank=True, default="", db_default="")
     robots_status = models.PositiveSmallIntegerField(null=True, blank=True)
     robots_fetched_at = models.DateTimeField(null=True, blank=True)
     delay = models.FloatField(
-        default=0.0, help_text="Seconds between request starts (Crawl-delay)."
+        default=0.0,
+        db_default=0.0,
+        help_text="Seconds between request starts (Crawl-delay).",
     )
     next_fetch_at = models.DateTimeField(default=timezone.now)
     paused_until = models.DateTimeField(
@@ -387,7 +400,7 @@ class CrawlHost(models.Model):
     )
     pause_reason = models.TextField(
         blank=True,
-        db_default="",  # rows are also inserted by hand-written SQL
+        db_default="",
         help_text="Why it is paused, e.g. robots.txt asks for a Crawl-delay of "
         "99,999,999,999 s, more than CRAWL_MAX_DELAY (86,400 s).",
     )

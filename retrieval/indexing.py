@@ -11,6 +11,7 @@ from datetime import timedelta
 from django.db import connection, transaction
 from django.utils import timezone
 
+from kbsite.sqlrows import Insert
 from kbsite.text import count_tokens
 from retrieval.chunking import ChunkDraft, embed_texts
 from retrieval.embedder import Embedder
@@ -29,6 +30,16 @@ PRUNE_LOCK = 0x6B625F7072756E  # "kb_prun"
 # Vectors younger than this are never pruned: a delivery embeds its new texts
 # before it swaps its chunks in, and a job runs at most Q_TIMEOUT (5 minutes).
 PRUNE_AFTER = timedelta(hours=1)
+# Today's usage of a space, added to by each job (concurrent jobs add up).
+USAGE_INSERT = Insert(
+    EmbeddingUsage,
+    ("day", "space", "requests", "inputs", "tokens"),
+    "INSERT INTO {table} ({columns}) VALUES {values} "
+    "ON CONFLICT ({day}, {space}) DO UPDATE SET "
+    "{requests} = {table}.{requests} + EXCLUDED.{requests}, "
+    "{inputs} = {table}.{inputs} + EXCLUDED.{inputs}, "
+    "{tokens} = {table}.{tokens} + EXCLUDED.{tokens}",
+)
 
 
 @dataclass(frozen=True)
@@ -116,16 +127,15 @@ def _batches(
 
 def usage_record(*, space: str, requests: int, inputs: int, tokens: int) -> None:
     """Add to today's embedding usage (one upsert; concurrent jobs add up)."""
-    table = EmbeddingUsage._meta.db_table
+    row = USAGE_INSERT.params(
+        day=timezone.localdate(),
+        space=space,
+        requests=requests,
+        inputs=inputs,
+        tokens=tokens,
+    )
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"INSERT INTO {table} (day, space, requests, inputs, tokens) "
-            "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (day, space) DO UPDATE SET "
-            f"requests = {table}.requests + EXCLUDED.requests, "
-            f"inputs = {table}.inputs + EXCLUDED.inputs, "
-            f"tokens = {table}.tokens + EXCLUDED.tokens",
-            [timezone.localdate(), space, requests, inputs, tokens],
-        )
+        cursor.execute(USAGE_INSERT.sql, row)
 
 
 def page_chunks_replace(*, page: Page, drafts: list[ChunkDraft]) -> None:

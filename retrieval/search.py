@@ -13,9 +13,10 @@ from enum import StrEnum
 
 from django.conf import settings
 from django.db import connection
+from psycopg import sql
 
 from kbsite.parallel import beside
-from kbsite.sqlrows import columns, model_from_row
+from kbsite.sqlrows import Columns, Row, column
 from retrieval.embedder import Embedder
 from retrieval.evidence import Evidence, evidence_weigh
 from retrieval.keywords import (
@@ -155,11 +156,21 @@ CITED_PAGE_FIELDS = (
     "id", "url", "title", "last_verified_at", "last_changed_at", "last_failure_at"
 )  # fmt: skip
 # A chunk whole but for its search document.
-_CHUNK_FIELDS = [f for f in Chunk._meta.concrete_fields if f.name != "search_document"]
-_PAGE_FIELDS = [f for f in Page._meta.concrete_fields if f.name in CITED_PAGE_FIELDS]
+_CHUNK = Columns(
+    Chunk, [f for f in Chunk._meta.concrete_fields if f.name != "search_document"], "c"
+)
+_PAGE = Columns(
+    Page, [f for f in Page._meta.concrete_fields if f.name in CITED_PAGE_FIELDS], "p"
+)
+_FULL_ROW = Row(_CHUNK, _PAGE)
 _FULL_ROWS_SQL = (
-    f"SELECT {columns(_CHUNK_FIELDS, 'c')}, {columns(_PAGE_FIELDS, 'p')} "
-    f"FROM {CHUNKS_WITH_PAGES} WHERE c.id = ANY(%s)"
+    sql.SQL("SELECT {} FROM {} WHERE {} = ANY(%s)")
+    .format(
+        _FULL_ROW.sql,
+        sql.SQL(CHUNKS_WITH_PAGES),
+        column(Chunk, "pk", "c"),
+    )
+    .as_string()
 )
 
 
@@ -174,8 +185,8 @@ def _with_full_rows(hits: list[Hit]) -> list[Hit]:
         fetched = cursor.fetchall()
     rows: dict[int, Chunk] = {}
     for row in fetched:
-        chunk = model_from_row(Chunk, _CHUNK_FIELDS, row[: len(_CHUNK_FIELDS)])
-        chunk.page = model_from_row(Page, _PAGE_FIELDS, row[len(_CHUNK_FIELDS) :])
+        chunk = _FULL_ROW.made(_CHUNK, row)
+        chunk.page = _FULL_ROW.made(_PAGE, row)
         rows[chunk.pk] = chunk
     # A page re-chunked since the ranking read its rows has lost those chunks.
     hits = [hit for hit in hits if hit.pk in rows]

@@ -12,7 +12,7 @@ from django.core.exceptions import ValidationError
 from django.db import connection, models
 from django.db.models import ExpressionWrapper, F, Func, Q, Value
 from django.db.models.expressions import RawSQL
-from django.db.models.functions import Coalesce
+from django.db.models.functions import Coalesce, Now
 from django.utils import timezone
 
 from kbsite.sqlrows import many_to_many
@@ -779,15 +779,22 @@ class Push(models.Model):
     )
     page = models.ForeignKey(Page, on_delete=models.CASCADE, related_name="pushes")
     url = models.URLField("URL", max_length=2048)
-    state = models.CharField(max_length=20, choices=State.choices, default=State.QUEUED)
-    queued_at = models.DateTimeField(default=timezone.now)
+    # Pushes are queued by hand-written SQL (sources.pushing), which leaves the
+    # state, the time, the attempts and the error to their db_default.
+    state = models.CharField(
+        max_length=20,
+        choices=State.choices,
+        default=State.QUEUED,
+        db_default=State.QUEUED,
+    )
+    queued_at = models.DateTimeField(default=timezone.now, db_default=Now())
     pushed_at = models.DateTimeField(
         null=True, blank=True, help_text="When Crawlbase accepted it."
     )
     delivered_at = models.DateTimeField(null=True, blank=True)
-    attempts = models.PositiveSmallIntegerField(default=0)
+    attempts = models.PositiveSmallIntegerField(default=0, db_default=0)
     next_attempt_at = models.DateTimeField(null=True, blank=True)
-    error = models.CharField(max_length=500, blank=True)
+    error = models.CharField(max_length=500, blank=True, default="", db_default="")
 
     objects = PushQuerySet.as_manager()
 
