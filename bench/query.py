@@ -169,7 +169,7 @@ def hnsw_recall(queries: list[str], k: int = 10, searchable=None) -> float:
 
     from retrieval.embeddings import get_embedder
     from retrieval.searchable import searchable_chunks
-    from retrieval.spaces import nearest_sql
+    from retrieval.sql import nearest_statement
 
     embedder = get_embedder()
     searchable = searchable or searchable_chunks(None)
@@ -180,7 +180,7 @@ def hnsw_recall(queries: list[str], k: int = 10, searchable=None) -> float:
             with transaction.atomic(), connection.cursor() as cursor:
                 if exact:
                     cursor.execute("SET LOCAL enable_indexscan = off")
-                sql, params = nearest_sql(
+                sql, params = nearest_statement(
                     embedder.space,
                     embedder.dimensions,
                     vector,

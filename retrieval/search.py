@@ -12,32 +12,28 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from django.conf import settings
-from django.db import connection
-from psycopg import sql
 
 from kbsite.parallel import beside
-from kbsite.sqlrows import Columns, Row, column
+from retrieval import sql
 from retrieval.embedder import Embedder
 from retrieval.evidence import Evidence, evidence_weigh
 from retrieval.keywords import (
     KEYWORD_HITS,
     NO_TERMS,
-    KeywordHit,
     QueryTerms,
     keyword_ranked,
     query_terms,
-    scored_sql,
 )
 from retrieval.models import Chunk, EmbeddingSpace
 from retrieval.searchable import (
-    CHUNKS_WITH_PAGES,
     NO_FILTERS,
     Searchable,
     SearchFilters,
     searchable_chunks,
 )
-from retrieval.spaces import floor_in_force, nearest_sql, serving
-from sources.models import Caller, Page
+from retrieval.spaces import floor_in_force, serving
+from retrieval.sql import KeywordHit
+from sources.models import Caller
 
 # Reciprocal rank fusion: each list adds weight / (RRF_K + rank). The constant and
 # the weights were tuned on the PostgreSQL manual's golden set and checked on the
@@ -150,44 +146,9 @@ def _vector_weight(evidence: Evidence) -> float:
     return VECTOR_WEIGHT if evidence.vector else VECTOR_WEIGHT_BELOW_FLOOR
 
 
-# What results show of a page: the rest (its body, fingerprints and crawl history)
-# costs more to read and decode than the search's own query.
-CITED_PAGE_FIELDS = (
-    "id", "url", "title", "last_verified_at", "last_changed_at", "last_failure_at"
-)  # fmt: skip
-# A chunk whole but for its search document.
-_CHUNK = Columns(
-    Chunk, [f for f in Chunk._meta.concrete_fields if f.name != "search_document"], "c"
-)
-_PAGE = Columns(
-    Page, [f for f in Page._meta.concrete_fields if f.name in CITED_PAGE_FIELDS], "p"
-)
-_FULL_ROW = Row(_CHUNK, _PAGE)
-_FULL_ROWS_SQL = (
-    sql.SQL("SELECT {} FROM {} WHERE {} = ANY(%s)")
-    .format(
-        _FULL_ROW.sql,
-        sql.SQL(CHUNKS_WITH_PAGES),
-        column(Chunk, "pk", "c"),
-    )
-    .as_string()
-)
-
-
 def _with_full_rows(hits: list[Hit]) -> list[Hit]:
-    """The chosen hits with their text and what is cited of their page.
-
-    Written as SQL (see ``kbsite.sqlrows``): compiling the ORM's query took longer
-    than running it.
-    """
-    with connection.cursor() as cursor:
-        cursor.execute(_FULL_ROWS_SQL, [[h.pk for h in hits]])
-        fetched = cursor.fetchall()
-    rows: dict[int, Chunk] = {}
-    for row in fetched:
-        chunk = _FULL_ROW.made(_CHUNK, row)
-        chunk.page = _FULL_ROW.made(_PAGE, row)
-        rows[chunk.pk] = chunk
+    """The chosen hits with their text and what is cited of their page."""
+    rows = sql.chunks_with_pages([h.pk for h in hits])
     # A page re-chunked since the ranking read its rows has lost those chunks.
     hits = [hit for hit in hits if hit.pk in rows]
     for hit in hits:
@@ -199,37 +160,22 @@ def _vector_hits(
     query: str, searchable: Searchable, embedder: Embedder, terms: QueryTerms
 ) -> tuple[list[Hit], list[KeywordHit]]:
     """Searchable chunks whose text has one of the nearest vectors, nearest first,
-    and those of them that hold a term of the question, with their keyword scores.
-
-    One query: the nearest searchable vectors, then the searchable chunks of their
-    texts with their scores (a text with several windows counts by its nearest).
-    """
+    and those of them that hold a term of the question, with their keyword scores
+    (one statement, ``retrieval.sql.vector_candidates``)."""
     (vector,) = embedder.embed([query])
-    nearest, nearest_params = nearest_sql(
+    rows = sql.vector_candidates(
         embedder.space,
         embedder.dimensions,
         vector,
         limit=CANDIDATES,
         searchable=searchable,
+        terms=terms.terms,
     )
-    chunks, chunks_params = scored_sql(
-        searchable, terms, "c.embed_hash IN (SELECT text_hash FROM nearest_text)"
-    )
-    sql = (
-        f"WITH nearest AS MATERIALIZED ({nearest}), "
-        "nearest_text AS (SELECT text_hash, 1 - min(distance) AS similarity "
-        "FROM nearest GROUP BY text_hash) "
-        f"SELECT c.*, n.similarity FROM ({chunks}) c "
-        "JOIN nearest_text n ON n.text_hash = c.embed_hash"
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [*nearest_params, *chunks_params])
-        rows = [(KeywordHit(*row[:-1]), row[-1]) for row in cursor.fetchall()]
-    hits = [Hit(pk=r.pk, page_id=r.page_id, similarity=sim) for r, sim in rows]
+    hits = [Hit(pk=r.pk, page_id=r.page_id, similarity=r.similarity) for r in rows]
     hits.sort(key=lambda h: (-(h.similarity or 0.0), h.pk))
     for rank, hit in enumerate(hits, start=1):
         hit.vector_rank = rank
-    return hits, [r for r, _ in rows if r.matched]
+    return hits, [r.keyword_hit for r in rows if r.matched]
 
 
 def search_breadth_set(sender, connection, **kwargs) -> None:

@@ -7,9 +7,10 @@ import hashlib
 from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
-from pgvector import Vector
-from psycopg import sql
+from psycopg.sql import SQL, Identifier, Literal
 
+from kbsite.sqlrows import column, table
+from retrieval import sql
 from retrieval.embedder import Embedder, space_parts
 from retrieval.embeddings import cached_embedder, configured_space_name, get_embedder
 from retrieval.models import Embedding, EmbeddingSpace
@@ -25,53 +26,22 @@ def embedding_index_ensure(*, space: str, dimensions: int) -> str:
 
     The vector column has no fixed size, so the index is on the column cast to this
     space's size, limited to this space's rows. Queries use the same cast and filter
-    (``Embedding.objects.nearest``) so that PostgreSQL picks this index.
+    (``retrieval.sql.nearest_statement``) so that PostgreSQL picks this index.
     """
     name = embedding_index_name(space)
-    statement = sql.SQL(
+    statement = SQL(
         "CREATE INDEX IF NOT EXISTS {name} ON {table} USING hnsw "
         "((vector::vector({dims})) vector_cosine_ops) "
         "WITH (m = 16, ef_construction = 128) WHERE space = {space}"
     ).format(
-        name=sql.Identifier(name),
-        table=sql.Identifier(Embedding._meta.db_table),
-        dims=sql.Literal(int(dimensions)),
-        space=sql.Literal(space),
+        name=Identifier(name),
+        table=Identifier(Embedding._meta.db_table),
+        dims=Literal(int(dimensions)),
+        space=Literal(space),
     )
     with connection.cursor() as cursor:
         cursor.execute(statement.as_string(cursor.connection))
     return name
-
-
-def nearest_sql(
-    space: str,
-    dimensions: int,
-    vector: list[float],
-    *,
-    limit: int,
-    searchable: Searchable,
-) -> tuple[str, list]:
-    """SQL for (text hash, cosine distance) of the ``limit`` nearest vectors in one
-    space whose text a searchable chunk has, nearest first.
-
-    The condition is part of the scan, so the vectors a caller may not see, of
-    pages gone or filtered out, or of texts no chunk uses any more, never take a
-    candidate's place. Two plans serve it, and PostgreSQL's planner picks one by
-    its estimate of the searchable share (see ``retrieval.searchable``): through
-    the space's HNSW index (same cast, same filter as the index, see
-    :func:`embedding_index_ensure`), which pgvector's iterative scan walks on
-    until ``limit`` vectors pass the condition; or, for a small share, the
-    searchable chunks' vectors read by their hash and sorted exactly.
-    """
-    chunks, chunk_params = searchable.chunks_sql(
-        "1", "c.embed_hash = e.text_hash"
-    )
-    return (
-        f"SELECT e.text_hash, (e.vector::vector({int(dimensions)}) <=> %s::vector) "
-        f"AS distance FROM {Embedding._meta.db_table} e WHERE e.space = %s "
-        f"AND EXISTS ({chunks}) ORDER BY distance LIMIT %s",
-        [Vector(vector).to_text(), space, *chunk_params, limit],
-    )
 
 
 def nearest_similarities(
@@ -79,7 +49,7 @@ def nearest_similarities(
 ) -> dict[str, float]:
     """Cosine similarity by text hash of the ``limit`` nearest searchable vectors
     in the embedder's space (a text with several windows counts by its nearest)."""
-    statement, params = nearest_sql(
+    rows = sql.nearest(
         embedder.space,
         embedder.dimensions,
         vector,
@@ -87,10 +57,8 @@ def nearest_similarities(
         searchable=searchable,
     )
     similarity: dict[str, float] = {}
-    with connection.cursor() as cursor:
-        cursor.execute(statement, params)
-        for text_hash, distance in cursor.fetchall():
-            similarity.setdefault(text_hash, 1.0 - distance)
+    for row in rows:
+        similarity.setdefault(row.text_hash, 1.0 - row.distance)
     return similarity
 
 
@@ -98,8 +66,8 @@ def embedding_index_drop(*, space: str) -> None:
     name = embedding_index_name(space)
     with connection.cursor() as cursor:
         cursor.execute(
-            sql.SQL("DROP INDEX IF EXISTS {}")
-            .format(sql.Identifier(name))
+            SQL("DROP INDEX IF EXISTS {}")
+            .format(Identifier(name))
             .as_string(cursor.connection)
         )
 
@@ -155,11 +123,18 @@ def floor_in_force(space: EmbeddingSpace | None) -> float | None:
     return space.floor if space is not None else None
 
 
+_SERVING_SQL = (
+    SQL("SELECT * FROM {} WHERE {} = %s")
+    .format(table(EmbeddingSpace), column(EmbeddingSpace, "state"))
+    .as_string()
+)
+
+
 def space_serving() -> EmbeddingSpace | None:
     # Read by every search: raw, 0.35 ms against the ORM's 0.9 ms (round trip
     # included), most of which was compiling the query.
     spaces = EmbeddingSpace.objects.raw(
-        f"SELECT * FROM {EmbeddingSpace._meta.db_table} WHERE state = %s",
+        _SERVING_SQL,
         [EmbeddingSpace.State.SERVING],  # one at most (a unique constraint)
     )
     return next(iter(spaces), None)

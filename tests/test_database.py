@@ -8,7 +8,8 @@ from retrieval.embeddings import get_embedder
 from retrieval.models import Chunk, Embedding
 from retrieval.search import HNSW_EF_SEARCH
 from retrieval.searchable import searchable_chunks
-from retrieval.spaces import embedding_index_ensure, embedding_index_name, nearest_sql
+from retrieval.spaces import embedding_index_ensure, embedding_index_name
+from retrieval.sql import nearest_statement
 from sources.models import Page, Source
 
 
@@ -92,7 +93,7 @@ class SchemaTests(TestCase):
             # order), not whether it pays at this size.
             cursor.execute("SET LOCAL enable_seqscan = off")
             cursor.execute("SET LOCAL enable_sort = off")
-            sql, params = nearest_sql(
+            sql, params = nearest_statement(
                 embedder.space,
                 embedder.dimensions,
                 probe,

@@ -38,7 +38,7 @@ class ReadsAreReadsTests(HarborWorld):
             question_answer(question="How are failed jobs retried?", user=None, k=5)
 
         (insert,) = writes(queries)
-        assert insert.startswith("INSERT INTO retrieval_querylog ")
+        assert insert.startswith('INSERT INTO "retrieval_querylog" ')
 
     def test_searching_an_index_with_no_embedding_space_creates_none(self):
         EmbeddingSpace.objects.all().delete()

@@ -15,15 +15,19 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connection, transaction
 from django.test import override_settings
+from psycopg.sql import SQL
 
 from kbsite.parallel import settle
+from kbsite.sqlrows import column
 from retrieval import search
+from retrieval import sql as retrieval_sql
 from retrieval.answer import NO_EVIDENCE
-from retrieval.keywords import KeywordHit, keyword_ranked, query_terms, scored_sql
-from retrieval.models import QueryLog
+from retrieval.keywords import keyword_ranked, query_terms
+from retrieval.models import Chunk, QueryLog
 from retrieval.questions import _log, question_answer, search_run
 from retrieval.search import SearchMode, chunks_search
 from retrieval.searchable import SearchFilters, searchable_chunks
+from retrieval.sql import KeywordHit
 from sources.models import Page, Source
 from tests.fakes.openai_api import FakeOpenAI
 from tests.world import (
@@ -439,15 +443,14 @@ class RareTermTests(HarborWorld):
             for url in ("apart", "adjacent")
         }
         terms = query_terms("max_connections")
-        sql, params = scored_sql(
-            searchable_chunks(None),
-            terms,
-            "c.page_id = ANY(%s)",
-            [list(pages.values())],
+        # Both pages scored, whether or not a term selects them.
+        on_the_pages = SQL("{} = ANY(%s)").format(column(Chunk, "page", "c"))
+        statement, params = retrieval_sql._scored(
+            searchable_chunks(None), terms.terms, on_the_pages, [list(pages.values())]
         )
         with connection.cursor() as cursor:
-            cursor.execute(sql, params)
-            rows = [KeywordHit(*row) for row in cursor.fetchall()]
+            cursor.execute(statement.as_string(), params)
+            rows = retrieval_sql._rows(cursor, KeywordHit)
         matched = {row.page_id: row.matched for row in rows}
         selected = keyword_ranked(searchable_chunks(None), terms)
 

@@ -1,0 +1,412 @@
+"""Every statement a search runs, in one place.
+
+A search's queries are written by hand, because compiling the ORM's took longer
+than running them (see the README). So that a model change breaks them in a test
+and not at run time, they are composed here only: table and column names from the
+models' ``_meta`` through ``psycopg.sql``, values always as parameters, and rows
+returned by name (dataclasses built from ``cursor.description``). Callers give
+values (a :class:`~retrieval.searchable.Searchable`, a question's terms, a vector)
+and never SQL.
+
+The chunk is ``c`` and its page ``p`` in every statement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, fields
+from functools import cache
+from typing import Protocol, TypeVar
+
+from django.db import connection
+from pgvector import Vector
+from psycopg.sql import SQL, Composable, Composed, Identifier, Literal
+
+from kbsite.sqlrows import Columns, Row, column, table
+from retrieval.models import Chunk, Embedding, IndexStatistics, Lexeme
+from retrieval.searchable import Searchable
+from sources.models import Page
+
+T = TypeVar("T")
+
+# ts_rank's weights for D (text), C, B, A (heading path) matches.
+RANK_WEIGHTS = [0.4, 0.4, 0.6, 1.0]
+# ts_rank normalization 1: divide by 1 + log(length), so that long chunks do not
+# win by size alone.
+RANK_NORMALIZATION = 1
+# Saturation of a term's rank: rank / (rank + this). On both golden sets with the
+# local model (README), 0.2 against 0.1 moved hybrid MRR from 0.792 to 0.809 (pg)
+# and 0.777 to 0.788 (py), recall@5 unchanged; 0.05 and 0.3 did worse.
+RANK_SATURATION = 0.2
+# The share of a term's weight a chunk gets for holding it at all, the rest going
+# by its saturated rank. ts_rank divides by the chunk's length, so a rare
+# identifier in a long table ("23505" in the error-code appendix) scored near
+# nothing; BM25 gives a single occurrence about half the term's weight. With the
+# local model, 0.2 against none: hybrid recall@5 0.914 to 0.931 on the manual
+# (MRR 0.809 to 0.805); on the Python docs 0.960 unchanged (MRR 0.788 to 0.777),
+# keyword-only 0.860 to 0.880. 0.3 to 0.6 gave the same recall and lower MRR.
+RANK_PRESENCE = 0.2
+
+
+class RankedTerm(Protocol):
+    """A term of a question as the keyword score uses it."""
+
+    @property
+    def text(self) -> str: ...  # a word, or an identifier searched as a phrase
+
+    @property
+    def weight(self) -> float: ...  # its inverse document frequency
+
+    @property
+    def lexemes(self) -> int: ...  # more than one: a phrase
+
+
+@dataclass(frozen=True)
+class KeywordHit:
+    pk: int
+    page_id: int
+    embed_hash: str
+    score: float
+    matched: int  # a bit per term of the question the chunk holds
+
+
+@dataclass(frozen=True)
+class VectorCandidate:
+    """A searchable chunk whose text has one of the nearest vectors."""
+
+    pk: int
+    page_id: int
+    embed_hash: str
+    score: float  # its keyword score
+    matched: int
+    similarity: float  # cosine, of the text's nearest window
+
+    @property
+    def keyword_hit(self) -> KeywordHit:
+        return KeywordHit(self.pk, self.page_id, self.embed_hash, self.score,
+                          self.matched)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Nearest:
+    text_hash: str
+    distance: float  # cosine distance of one of the text's windows
+
+
+@dataclass(frozen=True)
+class TermCount:
+    term: str
+    chunks: int  # live chunks holding it when counted (its rarest lexeme)
+    lexemes: int
+    total: int  # live chunks when counted (0: never counted)
+
+
+def _rows(cursor, row_type: type[T]) -> list[T]:
+    """The cursor's rows as ``row_type``, each value by its column's name."""
+    names = [column.name for column in cursor.description]
+    expected = [f.name for f in fields(row_type)]  # type: ignore[arg-type]
+    if sorted(names) != sorted(expected):
+        raise ValueError(f"columns {names} are not the fields {expected}")
+    return [row_type(**dict(zip(names, row, strict=True))) for row in cursor]
+
+
+def _c(name: str) -> Identifier:
+    return column(Chunk, name, "c")
+
+
+def _p(name: str) -> Identifier:
+    return column(Page, name, "p")
+
+
+_CHUNKS_WITH_PAGES = SQL("{} c JOIN {} p ON {} = {}").format(
+    table(Chunk), table(Page), _p("pk"), _c("page")
+)
+_AND = SQL(" AND ")
+
+
+def _where(searchable: Searchable) -> tuple[Composed, list]:
+    """The condition on ``c`` and ``p`` that a chunk is searchable."""
+    parts = [SQL("{} = %s").format(_p("status"))]
+    params: list = [Page.Status.LIVE]
+    if searchable.source_ids is not None:
+        parts.append(SQL("{} = ANY(%s)").format(_p("source")))
+        params.append(list(searchable.source_ids))
+    if searchable.verified_since is not None:
+        parts.append(SQL("{} >= %s").format(_p("last_verified_at")))
+        params.append(searchable.verified_since)
+    return _AND.join(parts), params
+
+
+# -- keywords ---------------------------------------------------------------------
+
+_TSQUERY = SQL("phraseto_tsquery('english', %s)")
+_RANK = SQL("ts_rank({}::real[], {}, {}, {})").format(
+    Literal("{" + ",".join(map(str, RANK_WEIGHTS)) + "}"),
+    _c("search_document"),
+    _TSQUERY,
+    Literal(int(RANK_NORMALIZATION)),
+)
+
+
+def term_counts(words: Sequence[str]) -> list[TermCount]:
+    """For each word, in order, the live chunks holding it (a word of several
+    lexemes counts as its rarest; one the counts lack, 0) and the total, as
+    counted by the statistics job."""
+    statement = SQL(
+        "SELECT t.term AS term, "
+        "CASE WHEN count(s.{word}) < count(lx.lexeme) THEN 0 "
+        "ELSE coalesce(min(s.{chunks}), 0) END AS chunks, "
+        "count(lx.lexeme) AS lexemes, "
+        "coalesce((SELECT {total} FROM {stats} LIMIT 1), 0) AS total "
+        "FROM unnest(%s::text[]) WITH ORDINALITY AS t(term, i) "
+        "CROSS JOIN LATERAL unnest(to_tsvector('english', t.term)) AS lx "
+        "LEFT JOIN {lexemes} s ON s.{word} = lx.lexeme "
+        "GROUP BY t.term, t.i ORDER BY t.i"
+    ).format(
+        word=column(Lexeme, "word"),
+        chunks=column(Lexeme, "chunks"),
+        total=column(IndexStatistics, "chunks"),
+        stats=table(IndexStatistics),
+        lexemes=table(Lexeme),
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(statement.as_string(), [list(words)])
+        return _rows(cursor, TermCount)
+
+
+def keyword_ranked(
+    searchable: Searchable,
+    terms: Sequence[RankedTerm],
+    selecting: Sequence[RankedTerm],
+    *,
+    limit: int,
+) -> list[KeywordHit]:
+    """The best ``limit`` searchable chunks whose document matches one of the
+    ``selecting`` terms (through the GIN index), scored by all ``terms``."""
+    held = SQL(" || ").join([_TSQUERY] * len(selecting))
+    condition = SQL("{} @@ ({})").format(_c("search_document"), held)
+    scored, params = _scored(
+        searchable, terms, condition, [term.text for term in selecting]
+    )
+    statement = SQL("{} ORDER BY score DESC, s.pk LIMIT %s").format(scored)
+    with connection.cursor() as cursor:
+        cursor.execute(statement.as_string(), [*params, limit])
+        return _rows(cursor, KeywordHit)
+
+
+def _scored(
+    searchable: Searchable,
+    terms: Sequence[RankedTerm],
+    condition: Composable,
+    condition_params: list,
+) -> tuple[Composed, list]:
+    """Each searchable chunk that meets ``condition`` as a :class:`KeywordHit`
+    row (pk, page_id, embed_hash, score, matched), in no order; the score is 0 for
+    a chunk that holds no term.
+
+    The inner query ranks each row once per term; the outer one adds the ranks up,
+    so no rank is computed twice. A term of one lexeme is held when its rank is
+    positive; a phrase, when the document matches it (``ts_rank`` also counts its
+    words apart). Bit i of ``matched`` is term i.
+    """
+    columns = [
+        SQL("{} AS pk").format(_c("pk")),
+        SQL("{} AS page_id").format(_c("page")),
+        SQL("{} AS embed_hash").format(_c("embed_hash")),
+    ]
+    column_params: list[str] = []
+    for i, term in enumerate(terms):
+        columns.append(SQL("{} AS {}").format(_RANK, Identifier(f"r{i}")))
+        column_params.append(term.text)
+        if term.lexemes > 1:
+            columns.append(
+                SQL("({} @@ {})::int AS {}").format(
+                    _c("search_document"), _TSQUERY, Identifier(f"m{i}")
+                )
+            )
+            column_params.append(term.text)
+    where, where_params = _where(searchable)
+    score, score_params = _score(terms)
+    held = [
+        SQL("(CASE WHEN {} THEN {} ELSE 0 END)").format(_held(t, i), Literal(1 << i))
+        for i, t in enumerate(terms)
+    ]
+    statement = SQL(
+        "SELECT s.pk, s.page_id, s.embed_hash, {score} AS score, {held} AS matched "
+        # OFFSET 0 keeps the inner query whole: inlined, each rank would be
+        # computed again in every expression that uses it.
+        "FROM (SELECT {columns} FROM {chunks} WHERE {where} AND ({condition}) "
+        "OFFSET 0) s"
+    ).format(
+        score=score or SQL("0"),
+        held=SQL(" + ").join(held) if held else SQL("0"),
+        columns=SQL(", ").join(columns),
+        chunks=_CHUNKS_WITH_PAGES,
+        where=where,
+        condition=condition,
+    )
+    return statement, [*score_params, *column_params, *where_params,
+                       *condition_params]  # fmt: skip
+
+
+def _score(terms: Sequence[RankedTerm]) -> tuple[Composable | None, list[float]]:
+    """Each term's weight, part for holding the term and part times its saturated
+    rank, summed: a second mention of a word adds less than the first, as in BM25."""
+    parts: list[Composable] = []
+    params: list[float] = []
+    for i, term in enumerate(terms):
+        rank = Identifier("s", f"r{i}")
+        parts.append(SQL("(CASE WHEN {} THEN %s ELSE 0 END)").format(_held(term, i)))
+        params.append(term.weight * RANK_PRESENCE)
+        if RANK_SATURATION:
+            parts.append(SQL("{} * %s / ({} + %s)").format(rank, rank))
+            params += [term.weight * (1 - RANK_PRESENCE), RANK_SATURATION]
+        else:
+            parts.append(SQL("{} * %s").format(rank))
+            params.append(term.weight * (1 - RANK_PRESENCE))
+    return (SQL(" + ").join(parts) if parts else None), params
+
+
+def _held(term: RankedTerm, i: int) -> Composable:
+    """True when the ranked row holds term ``i``: a word when its rank is
+    positive, a phrase when the document matches it."""
+    name = f"{'m' if term.lexemes > 1 else 'r'}{i}"
+    return SQL("{} > 0").format(Identifier("s", name))
+
+
+# -- vectors ----------------------------------------------------------------------
+
+
+def nearest_statement(
+    space: str,
+    dimensions: int,
+    vector: list[float],
+    *,
+    limit: int,
+    searchable: Searchable,
+) -> tuple[str, list]:
+    """(text hash, cosine distance) of the ``limit`` nearest vectors in one space
+    whose text a searchable chunk has, nearest first.
+
+    The condition is part of the scan, so the vectors a caller may not see, of
+    pages gone or filtered out, or of texts no chunk uses any more, never take a
+    candidate's place. Two plans serve it, and PostgreSQL's planner picks one by
+    its estimate of the searchable share (see ``retrieval.searchable``): through
+    the space's HNSW index (the same cast and filter as the index, see
+    ``retrieval.spaces.embedding_index_ensure``), which pgvector's iterative scan
+    walks on until ``limit`` vectors pass the condition; or, for a small share,
+    the searchable chunks' vectors read by their hash and sorted exactly.
+    """
+    statement, params = _nearest(space, dimensions, vector, searchable)
+    return SQL("{} LIMIT %s").format(statement).as_string(), [*params, limit]
+
+
+def _nearest(
+    space: str, dimensions: int, vector: list[float], searchable: Searchable
+) -> tuple[Composed, list]:
+    where, where_params = _where(searchable)
+    statement = SQL(
+        "SELECT e.{text_hash} AS text_hash, "
+        "(e.{vector}::vector({dims}) <=> %s::vector) AS distance "
+        "FROM {embeddings} e WHERE e.{space} = %s AND EXISTS "
+        "(SELECT 1 FROM {chunks} WHERE {embed_hash} = e.{text_hash} AND {where}) "
+        "ORDER BY distance"
+    ).format(
+        text_hash=column(Embedding, "text_hash"),
+        vector=column(Embedding, "vector"),
+        dims=Literal(int(dimensions)),
+        embeddings=table(Embedding),
+        space=column(Embedding, "space"),
+        chunks=_CHUNKS_WITH_PAGES,
+        embed_hash=_c("embed_hash"),
+        where=where,
+    )
+    return statement, [Vector(vector).to_text(), space, *where_params]
+
+
+def nearest(
+    space: str,
+    dimensions: int,
+    vector: list[float],
+    *,
+    limit: int,
+    searchable: Searchable,
+) -> list[Nearest]:
+    """The rows of :func:`nearest_statement`."""
+    statement, params = nearest_statement(
+        space, dimensions, vector, limit=limit, searchable=searchable
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(statement, params)
+        return _rows(cursor, Nearest)
+
+
+def vector_candidates(
+    space: str,
+    dimensions: int,
+    vector: list[float],
+    *,
+    limit: int,
+    searchable: Searchable,
+    terms: Sequence[RankedTerm],
+) -> list[VectorCandidate]:
+    """The searchable chunks whose text has one of the ``limit`` nearest
+    searchable vectors, with their keyword scores by ``terms``, in no order.
+
+    One statement: the nearest vectors, then their texts' chunks with their
+    scores (a text with several windows counts by its nearest).
+    """
+    near, near_params = _nearest(space, dimensions, vector, searchable)
+    condition = SQL("{} IN (SELECT text_hash FROM nearest_text)").format(
+        _c("embed_hash")
+    )
+    scored, scored_params = _scored(searchable, terms, condition, [])
+    statement = SQL(
+        "WITH nearest AS MATERIALIZED ({near} LIMIT %s), "
+        "nearest_text AS (SELECT text_hash, 1 - min(distance) AS similarity "
+        "FROM nearest GROUP BY text_hash) "
+        "SELECT c.pk, c.page_id, c.embed_hash, c.score, c.matched, n.similarity "
+        "FROM ({scored}) c JOIN nearest_text n ON n.text_hash = c.embed_hash"
+    ).format(near=near, scored=scored)
+    with connection.cursor() as cursor:
+        cursor.execute(statement.as_string(), [*near_params, limit, *scored_params])
+        return _rows(cursor, VectorCandidate)
+
+
+# -- the chosen chunks ------------------------------------------------------------
+
+# What results show of a page: the rest (its body, fingerprints and crawl history)
+# costs more to read and decode than the search's own query.
+CITED_PAGE_FIELDS = (
+    "id", "url", "title", "last_verified_at", "last_changed_at", "last_failure_at"
+)  # fmt: skip
+_CHUNK = Columns(
+    Chunk, [f for f in Chunk._meta.concrete_fields if f.name != "search_document"], "c"
+)
+_PAGE = Columns(
+    Page, [f for f in Page._meta.concrete_fields if f.name in CITED_PAGE_FIELDS], "p"
+)
+_FULL_ROW = Row(_CHUNK, _PAGE)
+
+
+@cache
+def _full_rows_statement() -> str:
+    return (
+        SQL("SELECT {} FROM {} WHERE {} = ANY(%s)")
+        .format(_FULL_ROW.sql, _CHUNKS_WITH_PAGES, _c("pk"))
+        .as_string()
+    )
+
+
+def chunks_with_pages(ids: Sequence[int]) -> dict[int, Chunk]:
+    """The chunks of these ids, whole but for their search document, each with
+    what is cited of its page; a chunk deleted since is missing."""
+    with connection.cursor() as cursor:
+        cursor.execute(_full_rows_statement(), [list(ids)])
+        fetched = cursor.fetchall()
+    chunks: dict[int, Chunk] = {}
+    for row in fetched:
+        chunk = _FULL_ROW.made(_CHUNK, row)
+        chunk.page = _FULL_ROW.made(_PAGE, row)
+        chunks[chunk.pk] = chunk
+    return chunks
