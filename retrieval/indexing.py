@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from kbsite.sqlrows import Insert
 from kbsite.text import count_tokens
+from retrieval import sql
 from retrieval.chunking import ChunkDraft, embed_texts
 from retrieval.embedder import Embedder
 from retrieval.models import Chunk, Embedding, EmbeddingUsage
@@ -177,10 +178,4 @@ def embeddings_prune(*, older_than: timedelta = PRUNE_AFTER) -> int:
     before = timezone.now() - older_than
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("SELECT pg_advisory_xact_lock(%s)", [PRUNE_LOCK])
-        cursor.execute(
-            f"DELETE FROM {Embedding._meta.db_table} e WHERE e.created_at < %s "
-            f"AND NOT EXISTS (SELECT 1 FROM {Chunk._meta.db_table} c "
-            "WHERE c.embed_hash = e.text_hash)",
-            [before],
-        )
-        return cursor.rowcount
+        return sql.unused_vectors_delete(made_before=before)

@@ -22,7 +22,7 @@ from django.db import connection
 from pgvector import Vector
 from psycopg.sql import SQL, Composable, Composed, Identifier, Literal
 
-from kbsite.sqlrows import Columns, Row, column, table
+from kbsite.sqlrows import Columns, Insert, Row, column, table
 from retrieval.models import Chunk, Embedding, IndexStatistics, Lexeme
 from retrieval.searchable import Searchable
 from sources.models import Page
@@ -410,3 +410,57 @@ def chunks_with_pages(ids: Sequence[int]) -> dict[int, Chunk]:
         chunk.page = _FULL_ROW.made(_PAGE, row)
         chunks[chunk.pk] = chunk
     return chunks
+
+
+# -- what the index learns about itself, and keeps tidy -----------------------------
+
+# Every stem of the live chunks' search documents, with the number holding it. The
+# documents query is ts_stat's parameter, as text: it is composed here, with the
+# live status as a literal.
+LEXEMES_INSERT = Insert(
+    Lexeme,
+    ("word", "chunks"),
+    "INSERT INTO {table} ({columns}) "
+    "SELECT word, ndoc FROM ts_stat(%s) WHERE length(word) <= 300",
+)
+
+
+@cache
+def _live_documents() -> str:
+    return (
+        SQL("SELECT {} FROM {} WHERE {} = {}")
+        .format(
+            _c("search_document"),
+            _CHUNKS_WITH_PAGES,
+            _p("status"),
+            Literal(str(Page.Status.LIVE)),
+        )
+        .as_string()
+    )
+
+
+def lexemes_replace() -> int:
+    """The word counts made again from the live chunks; returns how many stems.
+    Call in a transaction: readers see the old counts until it commits."""
+    with connection.cursor() as cursor:
+        cursor.execute(SQL("DELETE FROM {}").format(table(Lexeme)).as_string())
+        cursor.execute(LEXEMES_INSERT.sql, [_live_documents()])
+        return cursor.rowcount
+
+
+def unused_vectors_delete(*, made_before) -> int:
+    """Delete the vectors, in every space, of texts no chunk has, made before
+    then; returns how many."""
+    statement = SQL(
+        "DELETE FROM {embeddings} e WHERE e.{created} < %s AND NOT EXISTS "
+        "(SELECT 1 FROM {chunks} c WHERE {embed_hash} = e.{text_hash})"
+    ).format(
+        embeddings=table(Embedding),
+        created=column(Embedding, "created_at"),
+        chunks=table(Chunk),
+        embed_hash=_c("embed_hash"),
+        text_hash=column(Embedding, "text_hash"),
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(statement.as_string(), [made_before])
+        return cursor.rowcount

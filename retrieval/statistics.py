@@ -17,14 +17,13 @@ from django.db import connection, transaction
 from django.utils import timezone
 from openai import OpenAIError
 
-from kbsite.sqlrows import Insert
 from kbsite.text import STOPWORDS, WORD
+from retrieval import sql
 from retrieval.embedder import Embedder
-from retrieval.models import Chunk, EmbeddingSpace, IndexStatistics, Lexeme
+from retrieval.models import Chunk, EmbeddingSpace, IndexStatistics
 from retrieval.search import CANDIDATES
 from retrieval.searchable import searchable_chunks
 from retrieval.spaces import nearest_similarities, serving, space_serving
-from sources.models import Page
 
 # Relative change in the number of live chunks that makes the statistics stale.
 STALE_SHARE = 0.1
@@ -39,14 +38,6 @@ logger = logging.getLogger(__name__)
 
 # Advisory lock around the word counts' refresh.
 LOCK_KEY = 0x6B625F6C6578  # "kb_lex"
-# Every stem of the documents query (a parameter: ts_stat runs it), with the
-# number of documents holding it.
-LEXEMES_INSERT = Insert(
-    Lexeme,
-    ("word", "chunks"),
-    "INSERT INTO {table} ({columns}) "
-    "SELECT word, ndoc FROM ts_stat(%s) WHERE length(word) <= 300",
-)
 
 
 @dataclass(frozen=True)
@@ -102,21 +93,12 @@ def _moved(before: int | None, now: int) -> bool:
 def lexemes_refresh() -> tuple[int, int]:
     """Count, for each word stem, the live chunks holding it; returns (chunks,
     distinct stems). Readers see the old counts until the new ones are complete."""
-    chunk_table = Chunk._meta.db_table
-    page_table = Page._meta.db_table
-    documents = (
-        f"SELECT c.search_document FROM {chunk_table} c "
-        f"JOIN {page_table} p ON p.id = c.page_id WHERE p.status = 'live'"
-    )
-    lexeme_table = Lexeme._meta.db_table
     with transaction.atomic():
         with connection.cursor() as cursor:
             # Two workers refreshing at once take turns rather than collide.
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", [LOCK_KEY])
-            chunks = live_chunk_count()
-            cursor.execute(f"DELETE FROM {lexeme_table}")
-            cursor.execute(LEXEMES_INSERT.sql, [documents])
-            lexemes = cursor.rowcount
+        chunks = live_chunk_count()
+        lexemes = sql.lexemes_replace()
         stats = IndexStatistics.objects.select_for_update().first()
         stats = stats or IndexStatistics()
         stats.chunks = chunks
