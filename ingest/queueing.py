@@ -19,8 +19,7 @@ from django_q.tasks import async_task, schedule
 
 from ingest import wire
 from ingest.claims import deliveries_held
-from ingest.models import Delivery
-from sources.models import Push
+from ingest.models import Delivery, Push
 from sources.scope import source_for_url
 
 logger = logging.getLogger(__name__)

@@ -16,9 +16,9 @@ from ingest.crawl.admission import Found
 from ingest.crawl.context import Context, Reached, Stop
 from ingest.crawl.fetchers import http_date, media_type_wanted
 from ingest.crawl.reading import held_links
-from ingest.models import CrawlUrl
+from ingest.models import CrawlUrl, Push
 from ingest.queueing import delivery_receive
-from sources.models import Page, Push
+from sources.models import Page
 
 Result = CrawlUrl.Result
 

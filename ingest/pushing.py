@@ -27,7 +27,8 @@ from django.db import connection
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from sources.models import Page, Push
+from ingest.models import Push
+from sources.models import Page
 
 logger = logging.getLogger(__name__)
 
