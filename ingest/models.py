@@ -150,6 +150,15 @@ class Delivery(models.Model):
         "request id", max_length=100, unique=True, help_text="Crawlbase's rid."
     )
     url = models.URLField("URL", max_length=2048)
+    requested_url = models.URLField(
+        "requested URL",
+        max_length=2048,
+        blank=True,
+        db_default="",  # rows are inserted by hand-written SQL
+        help_text="The URL the built-in crawler asked for when it led to this one "
+        "(a redirect or a canonical link): that page now points here. A Crawlbase "
+        "delivery's push names the URL pushed.",
+    )
     original_status = models.PositiveSmallIntegerField(null=True, blank=True)
     crawler_status = models.PositiveSmallIntegerField(
         null=True,

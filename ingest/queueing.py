@@ -49,9 +49,10 @@ def delivery_receive(
                 f"INSERT INTO {Delivery._meta.db_table} (rid, url, original_status, "
                 "crawler_status, content_type, body, body_bytes, received_at, "
                 "queued_at, state, attempts, embedding_requests, embedding_tokens, "
-                "outcome, error, etag, last_modified, site_modified_at, push_id) "
+                "outcome, error, etag, last_modified, site_modified_at, "
+                "requested_url, push_id) "
                 "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, 0, 0, 0, '', '', "
-                "%s, %s, %s, "
+                "%s, %s, %s, %s, "
                 f"(SELECT id FROM {Push._meta.db_table} WHERE rid = %s)) "
                 "ON CONFLICT (rid) DO NOTHING RETURNING id",
                 [
@@ -68,6 +69,7 @@ def delivery_receive(
                     parsed.etag[:200],
                     parsed.last_modified[:100],
                     parsed.site_modified_at,
+                    parsed.requested_url[:2048],
                     parsed.rid,
                 ],
             )

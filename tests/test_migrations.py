@@ -230,28 +230,41 @@ PUSHES_IN_SOURCES = [
 
 
 def fill_pushes(apps) -> dict[str, int]:
-    """A push sent to Crawlbase and delivered, as the old layout held it; and the
-    schedule of the old sender (django-q2's own table, which these migrations
-    leave)."""
+    """A push sent to Crawlbase and delivered, and a redirect the built-in crawler
+    recorded as a push never sent, as the old layout held them; and the schedule
+    of the old sender (django-q2's own table, which these migrations leave)."""
     source = apps.get_model("sources", "Source").objects.create(
         name="Docs", seed_urls="https://docs.example/"
     )
     page_model = apps.get_model("sources", "Page")
     pushed = page_model.objects.create(source=source, url="https://docs.example/a/")
+    moved = page_model.objects.create(source=source, url="https://docs.example/old/")
     push_model = apps.get_model("sources", "Push")
     sent = push_model.objects.create(
         rid="cb-rid-1", page=pushed, url=pushed.url, state="sent", attempts=1,
         pushed_at=timezone.now(),
     )  # fmt: skip
+    crawler = push_model.objects.create(
+        rid="direct-0f0f", page=moved, url=moved.url, pushed_at=timezone.now()
+    )
     delivery_model = apps.get_model("ingest", "Delivery")
     delivered = delivery_model.objects.create(
         rid="cb-rid-1", url=pushed.url, push=sent, page=pushed, state="done"
     )
+    redirected = delivery_model.objects.create(
+        rid="direct-0f0f", url="https://docs.example/new/", push=crawler,
+        original_status=200, crawler_status=200,
+    )  # fmt: skip
     Schedule.objects.update_or_create(
         name="sources: send queued pushes",
         defaults={"func": "sources.tasks.pushes_send_task", "minutes": 1},
     )
-    return {"sent": sent.pk, "delivered": delivered.pk}
+    return {
+        "sent": sent.pk,
+        "delivered": delivered.pk,
+        "redirected": redirected.pk,
+        "moved": moved.pk,
+    }
 
 
 def test_pushes_move_to_ingest_with_every_row_and_back():
@@ -267,6 +280,11 @@ def test_pushes_move_to_ingest_with_every_row_and_back():
         ids["sent"], "cb-rid-1", "sent", 1,
     )  # fmt: skip
     assert Delivery.objects.get(pk=ids["delivered"]).push == push
+    redirected = Delivery.objects.get(pk=ids["redirected"])
+    assert (redirected.push_id, redirected.requested_url) == (
+        None,
+        "https://docs.example/old/",
+    ), "the crawler's redirect is its own record, not a push"
     assert Schedule.objects.get(name="ingest: send queued pushes").func == (
         "ingest.tasks.pushes_send_task"
     )
@@ -280,7 +298,10 @@ def test_pushes_move_to_ingest_with_every_row_and_back():
     apps = executor.loader.project_state(PUSHES_IN_SOURCES).apps
     pushes = apps.get_model("sources", "Push").objects
     assert pushes.get(pk=ids["sent"]).rid == "cb-rid-1"
+    back = pushes.get(rid="direct-0f0f")
+    assert (back.page_id, back.state) == (ids["moved"], "delivered")
     deliveries = apps.get_model("ingest", "Delivery").objects
+    assert deliveries.get(pk=ids["redirected"]).push_id == back.pk
     assert deliveries.get(pk=ids["delivered"]).push_id == ids["sent"]
     schedule = Schedule.objects.get(func="sources.tasks.pushes_send_task")
     assert schedule.name == "sources: send queued pushes"
