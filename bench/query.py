@@ -7,13 +7,18 @@
 the PostgreSQL manual (hashing vectors), serves it as ``make run`` does,
 and times sequential ``GET /api/search/`` and ``POST /api/query/`` (extractive)
 requests over loopback, each after as many other, untimed questions that warm the
-new server up; it also compares the HNSW top 10 with an exact scan.
+new server up; it also compares the HNSW top 10 with an exact scan. The chunks are
+in three sources (a small one of 1 % of them, one of 10 %, the rest), and searches
+are timed as a superuser, with a source filter on each of the two, and as a reader
+who may see only the small source.
 
 ``quality`` ingests the manual's 1,169 pages through a real worker cluster and scores
 ``bench/pg_golden.jsonl`` (64 questions: how-to, facts, identifiers, unanswerable)
 with vector-only, keyword-only and hybrid retrieval, for each embedding backend
 (switching with the same code as ``manage.py reembed``), and the HNSW recall of the
-golden questions in each backend's space.
+golden questions in each backend's space. Each set is also scored with a filter on
+its own site's source, and as a reader who may see only that source: the other
+site's chunks are in the index all the same.
 """
 
 from __future__ import annotations
@@ -79,6 +84,8 @@ def fill(chunks: int, paragraphs: list[str], headings: list[str]) -> None:
     rng = random.Random(1)
     embedder = get_embedder()
     source = Source.objects.create(name="Synthetic", seed_urls=BASE_URL)
+    Page.objects.filter(source__name__in=[name for name, _, _ in SPLIT]).delete()
+    Source.objects.filter(name__in=[name for name, _, _ in SPLIT]).delete()
     embedding_index_drop(space=embedder.space)
     started = time.perf_counter()
     for first in range(0, chunks, 5000):
@@ -114,6 +121,7 @@ def fill(chunks: int, paragraphs: list[str], headings: list[str]) -> None:
     print(f"HNSW index built in {time.perf_counter() - started:.0f} s")
     from retrieval.statistics import index_statistics_refresh
 
+    sources_split()
     started = time.perf_counter()
     refresh = index_statistics_refresh(force=True)
     assert refresh is not None
@@ -123,13 +131,48 @@ def fill(chunks: int, paragraphs: list[str], headings: list[str]) -> None:
     )
 
 
-def hnsw_recall(queries: list[str], k: int = 10) -> float:
+# The synthetic index's sources besides "Synthetic": name, share of its pages, and
+# the group that may see it. "Synthetic" itself is for the "staff" group.
+SPLIT = [("Small", 0.01, "readers"), ("Tenth", 0.10, "staff")]
+
+
+def sources_split() -> None:
+    """The synthetic pages in three sources (again on ``--reuse``): the first 1 % in
+    "Small", the next 10 % in "Tenth", the rest in "Synthetic", each for a group."""
+    from django.contrib.auth.models import Group
+    from django.db import connection
+
+    from sources.models import Page, Source
+
+    synthetic = Source.objects.get(name="Synthetic")
+    pages = list(Page.objects.order_by("pk").values_list("pk", flat=True))
+    Page.objects.update(source=synthetic)
+    synthetic.allowed_groups.set([Group.objects.get_or_create(name="staff")[0]])
+    start = 0
+    for name, share, group in SPLIT:
+        source, _ = Source.objects.get_or_create(
+            name=name, defaults={"seed_urls": f"{BASE_URL}{name.lower()}/"}
+        )
+        source.allowed_groups.set([Group.objects.get_or_create(name=group)[0]])
+        taken = pages[start : start + max(1, round(share * len(pages)))]
+        Page.objects.filter(pk__in=taken).update(source=source)
+        start += len(taken)
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
+
+
+def hnsw_recall(queries: list[str], k: int = 10, searchable=None) -> float:
+    """How many of the exact ``k`` nearest searchable vectors the search's own
+    query returns (through the HNSW index, or exactly where the planner reads a
+    small share of the index exactly)."""
     from django.db import connection, transaction
 
     from retrieval.embeddings import get_embedder
+    from retrieval.searchable import searchable_chunks
     from retrieval.spaces import nearest_sql
 
     embedder = get_embedder()
+    searchable = searchable or searchable_chunks(None)
     found = 0
     for vector in embedder.embed(queries):
         top = []
@@ -138,7 +181,11 @@ def hnsw_recall(queries: list[str], k: int = 10) -> float:
                 if exact:
                     cursor.execute("SET LOCAL enable_indexscan = off")
                 sql, params = nearest_sql(
-                    embedder.space, embedder.dimensions, vector, limit=k
+                    embedder.space,
+                    embedder.dimensions,
+                    vector,
+                    limit=k,
+                    searchable=searchable,
                 )
                 cursor.execute(sql, params)
                 # (text hash, distance) names one vector: a text's windows differ
@@ -153,6 +200,7 @@ def serve() -> tuple[subprocess.Popen, str]:
     from rest_framework.authtoken.models import Token
 
     user, _ = User.objects.get_or_create(username="bench")
+    User.objects.filter(pk=user.pk).update(is_superuser=True)
     token = Token.objects.get_or_create(user=user)[0].key
     env = {**os.environ, "EMBEDDED_DB_NAME": LATENCY_DB, "API_QUERY_RATE": "100000/min",
            "API_SEARCH_RATE": "100000/min"}  # fmt: skip
@@ -188,42 +236,85 @@ def reference_ms() -> float:
     return statistics.median(took)
 
 
+def api_requests(key: str, source_ids: list[int]) -> dict:
+    """How to ask each endpoint a question, with this token and source filter."""
+    auth = {"Authorization": f"Token {key}"}
+    search = [("k", 10)] + [("sources", pk) for pk in source_ids]
+    return {
+        "search": lambda q: urllib.request.Request(
+            f"http://127.0.0.1:{PORT}/api/search/?"
+            + urllib.parse.urlencode([("q", q), *search]),
+            headers=auth,
+        ),
+        "query": lambda q: urllib.request.Request(
+            f"http://127.0.0.1:{PORT}/api/query/",
+            data=json.dumps({"question": q, "sources": source_ids}).encode(),
+            headers={**auth, "Content-Type": "application/json"},
+        ),
+    }
+
+
+def reader_token() -> str:
+    """The API token of a reader in the "readers" group only (the small source)."""
+    from django.contrib.auth.models import Group, User
+    from rest_framework.authtoken.models import Token
+
+    reader, _ = User.objects.get_or_create(username="bench-reader")
+    reader.groups.set([Group.objects.get(name="readers")])
+    return Token.objects.get_or_create(user=reader)[0].key
+
+
 def latency(args) -> None:
     django_fresh(keep=args.reuse, database=LATENCY_DB, EMBEDDING_BACKEND="hashing")
+    from django.contrib.auth.models import User
+
+    from retrieval.searchable import SearchFilters, searchable_chunks
+    from sources.models import Page, Source
+
     paragraphs, headings = paragraphs_and_headings()
     if not args.reuse:
         fill(args.chunks, paragraphs, headings)
+    else:
+        sources_split()
     queries = random.Random(2).sample(headings, args.queries)
     # Other questions, to warm the server up with before the timed ones.
     timed_ones = set(queries)
     warming = [h for h in random.Random(3).sample(headings, 2 * args.queries)
                if h not in timed_ones][: args.queries]  # fmt: skip
-    print(f"HNSW recall@10 against an exact scan: {hnsw_recall(queries):.3f}")
+    by_name = {source.name: source for source in Source.objects.all()}
+    small, tenth = by_name["Small"], by_name["Tenth"]
     server, token = serve()
-    auth = {"Authorization": f"Token {token}"}
+    reader = reader_token()
+    # Who asks, with which filter: (label, token, source ids, searchable).
+    reader_user = User.objects.get(username="bench-reader")
+    cases = [
+        ("everything, as a superuser", token, [], searchable_chunks(None)),
+        ("source filter, 1 % of the chunks", token, [small.pk],
+         searchable_chunks(None, SearchFilters(source_ids=(small.pk,)))),
+        ("source filter, 10 % of the chunks", token, [tenth.pk],
+         searchable_chunks(None, SearchFilters(source_ids=(tenth.pk,)))),
+        ("a reader who may see 1 % of the chunks", reader, [],
+         searchable_chunks(reader_user)),
+    ]  # fmt: skip
+    print(
+        f"{Page.objects.count():,} pages; Small {small.pages.count():,}, "
+        f"Tenth {tenth.pages.count():,}"
+    )
     try:
-        for name, make in {
-            "search": lambda q: urllib.request.Request(
-                f"http://127.0.0.1:{PORT}/api/search/?"
-                + urllib.parse.urlencode({"q": q, "k": 10}),
-                headers=auth,
-            ),
-            "query": lambda q: urllib.request.Request(
-                f"http://127.0.0.1:{PORT}/api/query/",
-                data=json.dumps({"question": q}).encode(),
-                headers={**auth, "Content-Type": "application/json"},
-            ),
-        }.items():
-            # Unmeasured questions first: the server has just started, and a
-            # server in use has much of the index in its buffers already.
-            for q in warming:
-                timed(make(q))
-            times = sorted(timed(make(q)) for q in queries)
-            print(
-                f"/api/{name}/ at {args.chunks:,} chunks, {len(times)} queries: "
-                f"p50 {statistics.median(times):.1f} ms, "
-                f"p95 {times[int(0.95 * len(times)) - 1]:.1f} ms"
-            )
+        for label, key, source_ids, searchable in cases:
+            recall = hnsw_recall(queries, searchable=searchable)
+            print(f"{label}: HNSW recall@10 against an exact scan {recall:.3f}")
+            for name, make in api_requests(key, source_ids).items():
+                # Unmeasured questions first: the server has just started, and a
+                # server in use has much of the index in its buffers already.
+                for q in warming:
+                    timed(make(q))
+                times = sorted(timed(make(q)) for q in queries)
+                print(
+                    f"  /api/{name}/ at {args.chunks:,} chunks, {len(times)} queries: "
+                    f"p50 {statistics.median(times):.1f} ms, "
+                    f"p95 {times[int(0.95 * len(times)) - 1]:.1f} ms"
+                )
         # The same machine's speed swings by a third from one minute to the next
         # (a shared host): a fixed piece of work, timed after the runs, tells a
         # slow minute from slow code.
@@ -329,11 +420,61 @@ def quality(args) -> None:
                     details[f"{set_name}/{mode}"] = [_detail(o) for o in outcomes]
                 floor, right = floor_suggest(outcomes)
                 print(f"{set_name:>7} suggested RELEVANCE_FLOOR {floor} ({right:.0%})")
+            filtered_quality(goldens, details)
             out = DATA / f"quality-{name}.json"
             out.write_text(json.dumps(details, indent=1))
             # The same through the command operators run, per kind of question.
             call_command("evaluate", *map(str, GOLDENS.values()), "--suggest-floor",
                          stderr=io.StringIO())  # fmt: skip
+
+
+def filtered_quality(goldens: dict, details: dict) -> None:
+    """Each golden set again, with a filter on its own site's source and as a
+    reader who may see only that source, beside the other site's chunks: recall
+    must not fall below the unfiltered search's, and the vector side's candidates
+    that survive the filter are counted."""
+    from django.contrib.auth.models import Group, User
+
+    from retrieval.evaluation import golden_run, metrics
+    from retrieval.search import SearchMode
+    from retrieval.searchable import SearchFilters
+    from sources.models import Source
+
+    print(
+        f"{'golden':>7} {'method':>8} {'narrowed':>22} {'recall@1':>9} "
+        f"{'recall@5':>9} {'MRR':>6}  vector candidates (min / median)"
+    )
+    for set_name, golden in goldens.items():
+        source = Source.objects.get(name=CORPORA[set_name].name)
+        group, _ = Group.objects.get_or_create(name=f"bench {set_name}")
+        reader, _ = User.objects.get_or_create(username=f"bench-{set_name}-reader")
+        reader.groups.set([group])
+        for other in Source.objects.exclude(pk=source.pk):
+            other.allowed_groups.add(Group.objects.get_or_create(name="bench other")[0])
+        source.allowed_groups.add(group)
+        try:
+            for mode in [SearchMode.VECTOR, SearchMode.HYBRID]:
+                for label, user, filters in [
+                    ("none", None, SearchFilters()),
+                    ("source filter", None, SearchFilters(source_ids=(source.pk,))),
+                    ("reader of the source", reader, SearchFilters()),
+                ]:
+                    outcomes = [
+                        golden_run(g, k=5, mode=mode, user=user, filters=filters)
+                        for g in golden
+                    ]
+                    m = metrics(outcomes)
+                    found = sorted(o.candidates for o in outcomes)
+                    print(
+                        f"{set_name:>7} {mode:>8} {label:>22} {_f(m['recall@1']):>9} "
+                        f"{_f(m['recall@5']):>9} {_f(m['mrr']):>6} "
+                        f"{found[0]:>22} / {statistics.median(found):g}"
+                    )
+                    key = f"{set_name}/{mode}/{label}"
+                    details[key] = [_detail(o) for o in outcomes]
+        finally:
+            for each in Source.objects.all():
+                each.allowed_groups.clear()
 
 
 HEADER = (

@@ -5,6 +5,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.db import models
 from django.db.models import F, Q
+from django.db.models.functions import Now
 from django.utils import timezone
 
 # How long a queued delivery waits before the sweep asks where its job is.
@@ -51,15 +52,22 @@ class Push(models.Model):
         "sources.Page", on_delete=models.CASCADE, related_name="pushes"
     )
     url = models.URLField("URL", max_length=2048)
-    state = models.CharField(max_length=20, choices=State.choices, default=State.QUEUED)
-    queued_at = models.DateTimeField(default=timezone.now)
+    # Pushes are queued by hand-written SQL (ingest.pushing), which leaves the
+    # state, the time, the attempts and the error to their db_default.
+    state = models.CharField(
+        max_length=20,
+        choices=State.choices,
+        default=State.QUEUED,
+        db_default=State.QUEUED,
+    )
+    queued_at = models.DateTimeField(default=timezone.now, db_default=Now())
     pushed_at = models.DateTimeField(
         null=True, blank=True, help_text="When Crawlbase accepted it."
     )
     delivered_at = models.DateTimeField(null=True, blank=True)
-    attempts = models.PositiveSmallIntegerField(default=0)
+    attempts = models.PositiveSmallIntegerField(default=0, db_default=0)
     next_attempt_at = models.DateTimeField(null=True, blank=True)
-    error = models.CharField(max_length=500, blank=True)
+    error = models.CharField(max_length=500, blank=True, default="", db_default="")
 
     objects = PushQuerySet.as_manager()
 
@@ -203,13 +211,18 @@ class Delivery(models.Model):
         null=True, blank=True, help_text="When a failed attempt will be tried again."
     )
     state = models.CharField(max_length=20, choices=State.choices, default=State.QUEUED)
-    attempts = models.PositiveSmallIntegerField(default=0)
-    embedding_requests = models.PositiveIntegerField(default=0)
+    # The webhook's INSERT (ingest.queueing) leaves these to their db_default.
+    attempts = models.PositiveSmallIntegerField(default=0, db_default=0)
+    embedding_requests = models.PositiveIntegerField(default=0, db_default=0)
     embedding_tokens = models.PositiveIntegerField(
-        default=0, help_text="Tokens sent to the embedding model for this delivery."
+        default=0,
+        db_default=0,
+        help_text="Tokens sent to the embedding model for this delivery.",
     )
-    outcome = models.CharField(max_length=20, choices=Outcome.choices, blank=True)
-    error = models.TextField(blank=True)
+    outcome = models.CharField(
+        max_length=20, choices=Outcome.choices, blank=True, default="", db_default=""
+    )
+    error = models.TextField(blank=True, default="", db_default="")
     page = models.ForeignKey(
         "sources.Page",
         null=True,
@@ -417,13 +430,17 @@ class CrawlUrl(models.Model):
     kind = models.CharField(max_length=10, choices=Kind.choices, default=Kind.PAGE)
     depth = models.PositiveSmallIntegerField(default=0)
     state = models.CharField(max_length=10, choices=State.choices, default=State.QUEUED)
-    result = models.CharField(max_length=20, choices=Result.choices, blank=True)
+    # A page put back into a crawl by hand-written SQL (ingest.crawl.admission)
+    # starts with the db_default of its result, error and attempts.
+    result = models.CharField(
+        max_length=20, choices=Result.choices, blank=True, default="", db_default=""
+    )
     site_status = models.PositiveSmallIntegerField(null=True, blank=True)
-    error = models.TextField(blank=True)
+    error = models.TextField(blank=True, default="", db_default="")
     lastmod = models.DateTimeField(
         null=True, blank=True, help_text="The sitemap's lastmod for this URL."
     )
-    attempts = models.PositiveSmallIntegerField(default=0)
+    attempts = models.PositiveSmallIntegerField(default=0, db_default=0)
     not_before = models.DateTimeField(
         null=True, blank=True, help_text="Not fetched again before (backoff)."
     )
@@ -456,12 +473,16 @@ class CrawlHost(models.Model):
     """What the crawler knows about one site origin: its robots.txt and when the
     next request to it may start (shared by every worker and every crawl)."""
 
+    # Rows are also inserted by hand-written SQL (ingest.crawl.claims), which
+    # leaves robots_txt, delay and pause_reason to their db_default.
     origin = models.CharField(max_length=300, unique=True)
-    robots_txt = models.TextField(blank=True)
+    robots_txt = models.TextField(blank=True, default="", db_default="")
     robots_status = models.PositiveSmallIntegerField(null=True, blank=True)
     robots_fetched_at = models.DateTimeField(null=True, blank=True)
     delay = models.FloatField(
-        default=0.0, help_text="Seconds between request starts (Crawl-delay)."
+        default=0.0,
+        db_default=0.0,
+        help_text="Seconds between request starts (Crawl-delay).",
     )
     next_fetch_at = models.DateTimeField(default=timezone.now)
     paused_until = models.DateTimeField(
@@ -472,7 +493,7 @@ class CrawlHost(models.Model):
     )
     pause_reason = models.TextField(
         blank=True,
-        db_default="",  # rows are also inserted by hand-written SQL
+        db_default="",
         help_text="Why it is paused, e.g. robots.txt asks for a Crawl-delay of "
         "99,999,999,999 s, more than CRAWL_MAX_DELAY (86,400 s).",
     )

@@ -26,8 +26,10 @@ from django.core.exceptions import EmptyResultSet
 from django.db import connection
 from django.db.models import QuerySet
 from django.utils import timezone
+from psycopg import sql
 
 from ingest.models import Push
+from kbsite.sqlrows import Insert
 from sources.models import Page
 
 logger = logging.getLogger(__name__)
@@ -37,6 +39,18 @@ SENDER_LOCK = 0x6B62_7075
 # A push refused this many times (429, 5xx, network) is given up.
 MAX_ATTEMPTS = 8
 BACKOFF_MAX_SECONDS = 60.0
+# A push queued for each page ``{chosen}`` (id, url) unless one is in flight (the
+# condition of push_one_in_flight_per_page); the rest of the row is the database's
+# defaults. Answers (queued, chosen).
+PUSHES_INSERT = Insert(
+    Push,
+    ("page", "url"),
+    "WITH chosen AS ({chosen}), added AS ("
+    "INSERT INTO {table} ({columns}) SELECT chosen.id, chosen.url FROM chosen "
+    "ON CONFLICT ({page}) WHERE {state} IN ('queued', 'sent') DO NOTHING "
+    "RETURNING 1) "
+    "SELECT (SELECT count(*) FROM added), (SELECT count(*) FROM chosen)",
+)
 
 
 @dataclass
@@ -60,17 +74,8 @@ def pages_push_queue(*, pages: QuerySet[Page]) -> tuple[int, int]:
         query, params = pages.values_list("id", "url").query.sql_with_params()
     except EmptyResultSet:  # no page at all, e.g. a source without seeds
         return 0, 0
-    table = Push._meta.db_table
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"WITH chosen AS ({query}), added AS ("
-            f"INSERT INTO {table} (page_id, url, state, queued_at, attempts, error) "
-            "SELECT chosen.id, chosen.url, 'queued', now(), 0, '' FROM chosen "
-            "ON CONFLICT (page_id) WHERE state IN ('queued', 'sent') DO NOTHING "
-            "RETURNING 1) "
-            "SELECT (SELECT count(*) FROM added), (SELECT count(*) FROM chosen)",
-            params,
-        )
+        cursor.execute(PUSHES_INSERT.statement(chosen=sql.SQL(query)), params)
         queued, chosen = cursor.fetchone()
     return queued, chosen - queued
 

@@ -16,10 +16,12 @@ from django_q.brokers.orm import ORM
 from django_q.conf import Conf
 from django_q.models import OrmQ, Schedule
 from django_q.tasks import async_task, schedule
+from psycopg import sql
 
 from ingest import wire
 from ingest.claims import deliveries_held
 from ingest.models import Delivery, Push
+from kbsite.sqlrows import Insert, column, table
 from sources.scope import source_for_url
 
 logger = logging.getLogger(__name__)
@@ -30,6 +32,28 @@ ERROR_CHARS = 300
 QUOTED = re.compile(r'"([^"]*)(?:"|$)')
 # What PostgreSQL quotes besides values: names of at most 63 bytes.
 IDENTIFIER = re.compile(r"[A-Za-z_][\w$.]{0,62}")
+
+# A delivery as it arrives; its counts, outcome and error start as the database's
+# defaults. A repeated rid inserts nothing and returns no row.
+DELIVERY_INSERT = Insert(
+    Delivery,
+    ("rid", "url", "original_status", "crawler_status", "content_type", "etag",
+     "last_modified", "site_modified_at", "requested_url", "push", "body",
+     "body_bytes", "received_at", "queued_at", "state"),
+    "INSERT INTO {table} ({columns}) VALUES {values} "
+    "ON CONFLICT ({rid}) DO NOTHING RETURNING {id}",
+    values={
+        "push": sql.SQL("(SELECT {id} FROM {table} WHERE {rid} = %s)").format(
+            id=column(Push, "pk"), table=table(Push), rid=column(Push, "rid")
+        )
+    },
+)  # fmt: skip
+# A job on django-q2's ORM queue, as its broker writes it.
+JOB_INSERT = Insert(
+    OrmQ,
+    ("key", "payload", "lock"),
+    "INSERT INTO {table} ({columns}) VALUES {values} RETURNING {id}",
+)
 
 
 def delivery_receive(
@@ -43,36 +67,26 @@ def delivery_receive(
     ``ON CONFLICT DO NOTHING``: no failed INSERT, so no body in the database's log.
     """
     now = timezone.now()
+    values = DELIVERY_INSERT.params(
+        rid=parsed.rid,
+        url=parsed.url,
+        original_status=parsed.original_status,
+        crawler_status=parsed.crawler_status,
+        content_type=content_type[:200],
+        etag=parsed.etag[:200],
+        last_modified=parsed.last_modified[:100],
+        site_modified_at=parsed.site_modified_at,
+        requested_url=parsed.requested_url[:2048],
+        push=parsed.rid,  # the push this delivery answers, if there is one
+        body=raw,
+        body_bytes=len(raw),
+        received_at=now,
+        queued_at=now,
+        state=Delivery.State.QUEUED,
+    )
     with transaction.atomic():
         with connection.cursor() as cursor:
-            cursor.execute(
-                f"INSERT INTO {Delivery._meta.db_table} (rid, url, original_status, "
-                "crawler_status, content_type, body, body_bytes, received_at, "
-                "queued_at, state, attempts, embedding_requests, embedding_tokens, "
-                "outcome, error, etag, last_modified, site_modified_at, "
-                "requested_url, push_id) "
-                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, 0, 0, 0, '', '', "
-                "%s, %s, %s, %s, "
-                f"(SELECT id FROM {Push._meta.db_table} WHERE rid = %s)) "
-                "ON CONFLICT (rid) DO NOTHING RETURNING id",
-                [
-                    parsed.rid,
-                    parsed.url,
-                    parsed.original_status,
-                    parsed.crawler_status,
-                    content_type[:200],
-                    raw,
-                    len(raw),
-                    now,
-                    now,
-                    Delivery.State.QUEUED,
-                    parsed.etag[:200],
-                    parsed.last_modified[:100],
-                    parsed.site_modified_at,
-                    parsed.requested_url[:2048],
-                    parsed.rid,
-                ],
-            )
+            cursor.execute(DELIVERY_INSERT.sql, values)
             row = cursor.fetchone()
         if row is not None:
             delivery_enqueue(delivery_id=row[0], rid=parsed.rid)
@@ -90,9 +104,8 @@ class _RowBroker(ORM):
     def enqueue(self, task) -> int:
         with connections[Conf.ORM].cursor() as cursor:
             cursor.execute(
-                f"INSERT INTO {OrmQ._meta.db_table} (key, payload, lock) "
-                "VALUES (%s, %s, %s) RETURNING id",
-                [self.list_key, task, timezone.now()],
+                JOB_INSERT.sql,
+                JOB_INSERT.params(key=self.list_key, payload=task, lock=timezone.now()),
             )
             return cursor.fetchone()[0]
 

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from typing import cast
+from dataclasses import dataclass
+from functools import cache
 
 from django.contrib.auth import get_user_model
 from django.db import connection
 from django.utils.translation import gettext_lazy as _
+from psycopg import sql
 from rest_framework import authentication, exceptions
 from rest_framework.authtoken.models import Token
 
-from kbsite.sqlrows import column, columns, model_from_row
+from kbsite.sqlrows import Columns, Row, column, table
 
 
 class TokenAuthentication(authentication.TokenAuthentication):
@@ -19,27 +21,45 @@ class TokenAuthentication(authentication.TokenAuthentication):
     than running it."""
 
     def authenticate_credentials(self, key):
-        tokens = cast(type[Token], self.get_model())
-        users = get_user_model()
-        token_fields = tokens._meta.concrete_fields  # key, user, created
-        user_fields = users._meta.concrete_fields
-        owner = next(f for f in token_fields if f.name == "user")
-        quote = connection.ops.quote_name
+        read = _token_read()
         with connection.cursor() as cursor:
-            cursor.execute(
-                f"SELECT {columns(token_fields, 't')}, {columns(user_fields, 'u')} "
-                f"FROM {quote(tokens._meta.db_table)} t "
-                f"JOIN {quote(users._meta.db_table)} u "
-                f"ON {column(users._meta.pk, 'u')} = {column(owner, 't')} "
-                f"WHERE {column(tokens._meta.pk, 't')} = %s",
-                [key],
-            )
+            cursor.execute(read.sql, [key])
             row = cursor.fetchone()
         if row is None:
             raise exceptions.AuthenticationFailed(_("Invalid token."))
-        user = model_from_row(users, user_fields, row[len(token_fields) :])
+        user = read.row.made(read.user, row)
         if not user.is_active:
             raise exceptions.AuthenticationFailed(_("User inactive or deleted."))
-        token = model_from_row(tokens, token_fields, row[: len(token_fields)])
+        token = read.row.made(read.token, row)
         token.user = user
         return user, token
+
+
+@dataclass(frozen=True)
+class _TokenRead:
+    """A token (key, user, created) and its user, whole, read by one statement."""
+
+    token: Columns[Token]
+    user: Columns
+    row: Row
+    sql: str
+
+
+@cache
+def _token_read() -> _TokenRead:
+    users = get_user_model()
+    token = Columns(Token, Token._meta.concrete_fields, "t")
+    user = Columns(users, users._meta.concrete_fields, "u")
+    row = Row(token, user)
+    statement = sql.SQL(
+        "SELECT {row} FROM {tokens} t JOIN {users} u ON {user_pk} = {owner} "
+        "WHERE {token_pk} = %s"
+    ).format(
+        row=row.sql,
+        tokens=table(Token),
+        users=table(users),
+        user_pk=column(users, "pk", "u"),
+        owner=column(Token, "user", "t"),
+        token_pk=column(Token, "pk", "t"),
+    )
+    return _TokenRead(token=token, user=user, row=row, sql=statement.as_string())

@@ -4,9 +4,37 @@ in one statement per request."""
 from __future__ import annotations
 
 from django.db import connection
+from psycopg import sql
 from rest_framework.throttling import ScopedRateThrottle
 
 from kbsite.models import ThrottleWindow
+from kbsite.sqlrows import Insert, column, table
+
+# Count a request, unless the caller already has ``limit`` in the period; a row
+# comes back when it was counted.
+HIT_INSERT = Insert(
+    ThrottleWindow,
+    ("key", "hits"),
+    """
+    INSERT INTO {table} AS t ({columns})
+    VALUES (%(key)s, ARRAY[%(now)s::float8])
+    ON CONFLICT ({key}) DO UPDATE
+    SET {hits} = ARRAY(SELECT h FROM unnest(t.{hits}) h WHERE h > %(since)s)
+                 || %(now)s::float8
+    WHERE (SELECT count(*) FROM unnest(t.{hits}) h WHERE h > %(since)s)
+          < %(limit)s
+    RETURNING NULL
+    """,
+)
+HITS_SQL = (
+    sql.SQL("SELECT {hits} FROM {table} WHERE {key} = %s")
+    .format(
+        hits=column(ThrottleWindow, "hits"),
+        table=table(ThrottleWindow),
+        key=column(ThrottleWindow, "key"),
+    )
+    .as_string()
+)
 
 
 class SharedRateThrottle(ScopedRateThrottle):
@@ -41,25 +69,14 @@ def request_count(key: str, *, now: float, period: float, limit: int) -> float |
     in any process are counted one after the other."""
     if limit <= 0:
         return float(period)
-    table = ThrottleWindow._meta.db_table
     since = now - period
     with connection.cursor() as cursor:
         cursor.execute(
-            f"""
-            INSERT INTO {table} AS t (key, hits)
-            VALUES (%(key)s, ARRAY[%(now)s::float8])
-            ON CONFLICT (key) DO UPDATE
-            SET hits = ARRAY(SELECT h FROM unnest(t.hits) h WHERE h > %(since)s)
-                       || %(now)s::float8
-            WHERE (SELECT count(*) FROM unnest(t.hits) h WHERE h > %(since)s)
-                  < %(limit)s
-            RETURNING NULL
-            """,
-            {"key": key, "now": now, "since": since, "limit": limit},
+            HIT_INSERT.sql, {"key": key, "now": now, "since": since, "limit": limit}
         )
         if cursor.fetchone() is not None:
             return None
-        cursor.execute(f"SELECT hits FROM {table} WHERE key = %s", [key])
+        cursor.execute(HITS_SQL, [key])
         row = cursor.fetchone()
     recent = sorted(h for h in (row[0] if row else []) if h > since)
     if len(recent) < limit:  # some aged out meanwhile

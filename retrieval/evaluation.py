@@ -11,7 +11,9 @@ from retrieval import spaces
 from retrieval.evidence import Evidence
 from retrieval.questions import citations_of, question_answer
 from retrieval.search import SearchMode, chunks_search
+from retrieval.searchable import NO_FILTERS, SearchFilters
 from retrieval.spaces import space_serving
+from sources.models import Caller
 
 
 @dataclass(frozen=True)
@@ -29,6 +31,7 @@ class Outcome:
     cited: int
     cited_right: int
     evidence: Evidence | None = None
+    candidates: int = 0  # vector candidates among the searchable chunks
 
 
 def golden_load(path: Path) -> list[Golden]:
@@ -52,10 +55,24 @@ def golden_load(path: Path) -> list[Golden]:
 
 
 def golden_run(
-    golden: Golden, *, k: int, mode: SearchMode = SearchMode.HYBRID
+    golden: Golden,
+    *,
+    k: int,
+    mode: SearchMode = SearchMode.HYBRID,
+    user: Caller = None,
+    filters: SearchFilters = NO_FILTERS,
 ) -> Outcome:
+    """One question searched (and answered, in hybrid mode) as ``user`` sees the
+    index, within ``filters``."""
     # As search_run: the best chunk of each of k pages.
-    search = chunks_search(query=golden.question, user=None, k=k, mode=mode, per_page=1)
+    search = chunks_search(
+        query=golden.question,
+        user=user,
+        k=k,
+        mode=mode,
+        per_page=1,
+        filters=filters,
+    )
     results = citations_of(search.hits)
     urls = [citation.page.url for citation in results]
     rank = next(
@@ -63,7 +80,9 @@ def golden_run(
     )
     cited = cited_right = 0
     if mode == SearchMode.HYBRID:
-        answer = question_answer(question=golden.question, user=None, k=k, log=False)
+        answer = question_answer(
+            question=golden.question, user=user, k=k, filters=filters, log=False
+        )
         cited = len(answer.citations)
         cited_right = sum(c.page.url in golden.expected_urls for c in answer.citations)
     return Outcome(
@@ -73,6 +92,7 @@ def golden_run(
         cited=cited,
         cited_right=cited_right,
         evidence=search.evidence,
+        candidates=search.candidates,
     )
 
 

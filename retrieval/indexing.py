@@ -6,14 +6,17 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import timedelta
 
-from django.db import connection
+from django.db import connection, transaction
 from django.utils import timezone
 
+from kbsite.sqlrows import Insert
 from kbsite.text import count_tokens
-from retrieval.chunking import ChunkDraft
+from retrieval.chunking import ChunkDraft, embed_texts
 from retrieval.embedder import Embedder
 from retrieval.models import Chunk, Embedding, EmbeddingUsage
+from retrieval.spaces import ingest_embedders
 from retrieval.windows import text_windows
 from sources.models import Page
 
@@ -21,6 +24,22 @@ from sources.models import Page
 # (and retry) more cheaply. Tokens per request stay under OpenAI's 300,000.
 EMBED_BATCH = 256
 EMBED_BATCH_TOKENS = 250_000
+# A prune of unused vectors holds this advisory lock alone; a swap of chunks holds it
+# shared, so no prune runs between a swap's check of its vectors and its commit.
+PRUNE_LOCK = 0x6B625F7072756E  # "kb_prun"
+# Vectors younger than this are never pruned: a delivery embeds its new texts
+# before it swaps its chunks in, and a job runs at most Q_TIMEOUT (5 minutes).
+PRUNE_AFTER = timedelta(hours=1)
+# Today's usage of a space, added to by each job (concurrent jobs add up).
+USAGE_INSERT = Insert(
+    EmbeddingUsage,
+    ("day", "space", "requests", "inputs", "tokens"),
+    "INSERT INTO {table} ({columns}) VALUES {values} "
+    "ON CONFLICT ({day}, {space}) DO UPDATE SET "
+    "{requests} = {table}.{requests} + EXCLUDED.{requests}, "
+    "{inputs} = {table}.{inputs} + EXCLUDED.{inputs}, "
+    "{tokens} = {table}.{tokens} + EXCLUDED.{tokens}",
+)
 
 
 @dataclass(frozen=True)
@@ -108,21 +127,22 @@ def _batches(
 
 def usage_record(*, space: str, requests: int, inputs: int, tokens: int) -> None:
     """Add to today's embedding usage (one upsert; concurrent jobs add up)."""
-    table = EmbeddingUsage._meta.db_table
+    row = USAGE_INSERT.params(
+        day=timezone.localdate(),
+        space=space,
+        requests=requests,
+        inputs=inputs,
+        tokens=tokens,
+    )
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"INSERT INTO {table} (day, space, requests, inputs, tokens) "
-            "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (day, space) DO UPDATE SET "
-            f"requests = {table}.requests + EXCLUDED.requests, "
-            f"inputs = {table}.inputs + EXCLUDED.inputs, "
-            f"tokens = {table}.tokens + EXCLUDED.tokens",
-            [timezone.localdate(), space, requests, inputs, tokens],
-        )
+        cursor.execute(USAGE_INSERT.sql, row)
 
 
 def page_chunks_replace(*, page: Page, drafts: list[ChunkDraft]) -> None:
     """Swap the page's chunks for these. Call inside the transaction that records the
     new version, so readers see the old set or the new one, never a mix."""
+    if drafts:
+        _vectors_hold(drafts)
     page.chunks.all().delete()
     Chunk.objects.bulk_create(
         Chunk(
@@ -136,3 +156,31 @@ def page_chunks_replace(*, page: Page, drafts: list[ChunkDraft]) -> None:
         )
         for draft in drafts
     )
+
+
+def _vectors_hold(drafts: list[ChunkDraft]) -> None:
+    """Keep a prune away until the transaction commits, and embed again any text
+    of these drafts whose vector a prune took since it was embedded (it was then
+    used by no chunk; rare, and paid for again rather than lost)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock_shared(%s)", [PRUNE_LOCK])
+    texts = embed_texts(drafts)
+    for embedder in ingest_embedders():
+        if embeddings_missing(space=embedder.space, hashes=set(texts)):
+            embeddings_ensure(texts=texts, embedder=embedder)
+
+
+def embeddings_prune(*, older_than: timedelta = PRUNE_AFTER) -> int:
+    """Delete the vectors, in every space, of texts no chunk has any more (pages
+    edited or gone, sources deleted) made more than ``older_than`` ago; returns
+    how many. They would otherwise fill the HNSW index and its scans."""
+    before = timezone.now() - older_than
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(%s)", [PRUNE_LOCK])
+        cursor.execute(
+            f"DELETE FROM {Embedding._meta.db_table} e WHERE e.created_at < %s "
+            f"AND NOT EXISTS (SELECT 1 FROM {Chunk._meta.db_table} c "
+            "WHERE c.embed_hash = e.text_hash)",
+            [before],
+        )
+        return cursor.rowcount

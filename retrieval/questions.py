@@ -14,6 +14,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from kbsite.parallel import after, beside
+from kbsite.sqlrows import Insert
 from retrieval.answer import Answer, Passage, answer_compose
 from retrieval.chunking import SEPARATOR
 from retrieval.models import Chunk, QueryLog
@@ -23,6 +24,13 @@ from retrieval.spans import cut, excerpt, unmark
 from sources.models import Caller, Page, Source
 
 EXCERPT_CHARS = 300
+# A question's log row; the asker's feedback comes later.
+QUERY_LOG_INSERT = Insert(
+    QueryLog,
+    ("kind", "text", "answer", "user", "chunk_ids", "scores", "abstained",
+     "latency_ms", "created_at"),
+    "INSERT INTO {table} ({columns}) VALUES {values} RETURNING {id}",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -200,24 +208,20 @@ def _log(
     Written as SQL: the ORM's compiling of the insert took a millisecond of the
     interpreter's time, which the thread answering the request then waited for.
     """
-    row = {
-        "kind": kind,
-        "text": text[:5000],
-        "answer": answer,
-        "user_id": user.pk if user is not None and user.is_authenticated else None,
-        "chunk_ids": result.chunk_ids,
-        "scores": [round(h.score, 6) for h in result.hits],
-        "abstained": result.abstained,
-        "latency_ms": latency_ms,
-        "created_at": timezone.now(),
-    }
+    row = QUERY_LOG_INSERT.params(
+        kind=kind,
+        text=text[:5000],
+        answer=answer,
+        user=user.pk if user is not None and user.is_authenticated else None,
+        chunk_ids=result.chunk_ids,
+        scores=[round(h.score, 6) for h in result.hits],
+        abstained=result.abstained,
+        latency_ms=latency_ms,
+        created_at=timezone.now(),
+    )
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("SET LOCAL synchronous_commit = off")
-        cursor.execute(
-            f"INSERT INTO {QueryLog._meta.db_table} ({', '.join(row)}) "
-            f"VALUES ({', '.join(['%s'] * len(row))}) RETURNING id",
-            list(row.values()),
-        )
+        cursor.execute(QUERY_LOG_INSERT.sql, row)
         return cursor.fetchone()[0]
 
 

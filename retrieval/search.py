@@ -13,9 +13,10 @@ from enum import StrEnum
 
 from django.conf import settings
 from django.db import connection
+from psycopg import sql
 
 from kbsite.parallel import beside
-from kbsite.sqlrows import columns, model_from_row
+from kbsite.sqlrows import Columns, Row, column
 from retrieval.embedder import Embedder
 from retrieval.evidence import Evidence, evidence_weigh
 from retrieval.keywords import (
@@ -49,7 +50,7 @@ VECTOR_WEIGHT = 1.5
 VECTOR_WEIGHT_BELOW_FLOOR = 0.5
 VECTOR_WEIGHT_NO_FLOOR = 0.25
 KEYWORD_WEIGHT = 1.0
-# Vectors taken from the HNSW index before filtering and fusion.
+# Searchable vectors taken, nearest first, before fusion.
 CANDIDATES = 100
 # HNSW search breadth. Recall@10 against an exact scan: at 100,000 chunks of hashed
 # vectors (bench.query latency, 200 questions) 400 0.992, 300 0.985, 200 0.968; over
@@ -86,6 +87,7 @@ class SearchResult:
     abstained: bool
     evidence: Evidence
     chunk_ids: list[int] = field(default_factory=list)
+    candidates: int = 0  # chunks the vector side found among the searchable ones
 
 
 def chunks_search(
@@ -129,13 +131,16 @@ def chunks_search(
     )
     fused = _fuse(vector_hits, keyword_hits, vector_weight=_vector_weight(evidence))
     if not evidence.enough:
-        return SearchResult(hits=[], abstained=True, evidence=evidence)
+        return SearchResult(
+            hits=[], abstained=True, evidence=evidence, candidates=len(vector_hits)
+        )
     hits = _with_full_rows(_diverse(fused, k=k, per_page=per_page))
     return SearchResult(
         hits=hits,
         abstained=False,
         evidence=evidence,
         chunk_ids=[h.pk for h in hits],
+        candidates=len(vector_hits),
     )
 
 
@@ -151,11 +156,21 @@ CITED_PAGE_FIELDS = (
     "id", "url", "title", "last_verified_at", "last_changed_at", "last_failure_at"
 )  # fmt: skip
 # A chunk whole but for its search document.
-_CHUNK_FIELDS = [f for f in Chunk._meta.concrete_fields if f.name != "search_document"]
-_PAGE_FIELDS = [f for f in Page._meta.concrete_fields if f.name in CITED_PAGE_FIELDS]
+_CHUNK = Columns(
+    Chunk, [f for f in Chunk._meta.concrete_fields if f.name != "search_document"], "c"
+)
+_PAGE = Columns(
+    Page, [f for f in Page._meta.concrete_fields if f.name in CITED_PAGE_FIELDS], "p"
+)
+_FULL_ROW = Row(_CHUNK, _PAGE)
 _FULL_ROWS_SQL = (
-    f"SELECT {columns(_CHUNK_FIELDS, 'c')}, {columns(_PAGE_FIELDS, 'p')} "
-    f"FROM {CHUNKS_WITH_PAGES} WHERE c.id = ANY(%s)"
+    sql.SQL("SELECT {} FROM {} WHERE {} = ANY(%s)")
+    .format(
+        _FULL_ROW.sql,
+        sql.SQL(CHUNKS_WITH_PAGES),
+        column(Chunk, "pk", "c"),
+    )
+    .as_string()
 )
 
 
@@ -170,8 +185,8 @@ def _with_full_rows(hits: list[Hit]) -> list[Hit]:
         fetched = cursor.fetchall()
     rows: dict[int, Chunk] = {}
     for row in fetched:
-        chunk = model_from_row(Chunk, _CHUNK_FIELDS, row[: len(_CHUNK_FIELDS)])
-        chunk.page = model_from_row(Page, _PAGE_FIELDS, row[len(_CHUNK_FIELDS) :])
+        chunk = _FULL_ROW.made(_CHUNK, row)
+        chunk.page = _FULL_ROW.made(_PAGE, row)
         rows[chunk.pk] = chunk
     # A page re-chunked since the ranking read its rows has lost those chunks.
     hits = [hit for hit in hits if hit.pk in rows]
@@ -186,12 +201,16 @@ def _vector_hits(
     """Searchable chunks whose text has one of the nearest vectors, nearest first,
     and those of them that hold a term of the question, with their keyword scores.
 
-    One query: the HNSW scan, then the searchable chunks of the texts it found with
-    their scores (a text with several windows counts by its nearest).
+    One query: the nearest searchable vectors, then the searchable chunks of their
+    texts with their scores (a text with several windows counts by its nearest).
     """
     (vector,) = embedder.embed([query])
     nearest, nearest_params = nearest_sql(
-        embedder.space, embedder.dimensions, vector, limit=CANDIDATES
+        embedder.space,
+        embedder.dimensions,
+        vector,
+        limit=CANDIDATES,
+        searchable=searchable,
     )
     chunks, chunks_params = scored_sql(
         searchable, terms, "c.embed_hash IN (SELECT text_hash FROM nearest_text)"
@@ -214,14 +233,19 @@ def _vector_hits(
 
 
 def search_breadth_set(sender, connection, **kwargs) -> None:
-    """``hnsw.ef_search`` for the whole session, set once when Django opens a
-    connection rather than in a transaction around every search.
+    """pgvector's scan settings for the whole session, set once when Django opens
+    a connection rather than in a transaction around every search.
 
-    pgvector filters after the index scan, which returns at most
-    ``hnsw.ef_search`` rows, so it stays above the number fetched.
+    An HNSW scan first gathers ``hnsw.ef_search`` vectors; with an iterative scan
+    (relaxed order: the search sorts its candidates itself) it goes on through
+    the graph while fewer than CANDIDATES of them pass the search's condition,
+    up to ``hnsw.max_scan_tuples`` vectors (pgvector's default, 20,000).
     """
     with connection.cursor() as cursor:
-        cursor.execute(f"SET hnsw.ef_search = {int(HNSW_EF_SEARCH)}")
+        cursor.execute(
+            f"SET hnsw.ef_search = {int(HNSW_EF_SEARCH)}; "
+            "SET hnsw.iterative_scan = relaxed_order"
+        )
 
 
 def _keyword_hits(selected: list[KeywordHit], scored: list[KeywordHit]) -> list[Hit]:

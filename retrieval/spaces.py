@@ -13,6 +13,7 @@ from psycopg import sql
 from retrieval.embedder import Embedder, space_parts
 from retrieval.embeddings import cached_embedder, configured_space_name, get_embedder
 from retrieval.models import Embedding, EmbeddingSpace
+from retrieval.searchable import Searchable
 
 
 def embedding_index_name(space: str) -> str:
@@ -43,26 +44,45 @@ def embedding_index_ensure(*, space: str, dimensions: int) -> str:
 
 
 def nearest_sql(
-    space: str, dimensions: int, vector: list[float], *, limit: int
+    space: str,
+    dimensions: int,
+    vector: list[float],
+    *,
+    limit: int,
+    searchable: Searchable,
 ) -> tuple[str, list]:
     """SQL for (text hash, cosine distance) of the ``limit`` nearest vectors in one
-    space, nearest first, through that space's HNSW index: same cast, same filter
-    as the index (see :func:`embedding_index_ensure`)."""
+    space whose text a searchable chunk has, nearest first.
+
+    The condition is part of the scan, so the vectors a caller may not see, of
+    pages gone or filtered out, or of texts no chunk uses any more, never take a
+    candidate's place. Two plans serve it, and PostgreSQL's planner picks one by
+    its estimate of the searchable share (see ``retrieval.searchable``): through
+    the space's HNSW index (same cast, same filter as the index, see
+    :func:`embedding_index_ensure`), which pgvector's iterative scan walks on
+    until ``limit`` vectors pass the condition; or, for a small share, the
+    searchable chunks' vectors read by their hash and sorted exactly.
+    """
+    chunks, chunk_params = searchable.chunks_sql("1", "c.embed_hash = e.text_hash")
     return (
-        f"SELECT text_hash, (vector::vector({int(dimensions)}) <=> %s::vector) "
-        f"AS distance FROM {Embedding._meta.db_table} WHERE space = %s "
-        "ORDER BY distance LIMIT %s",
-        [Vector(vector).to_text(), space, limit],
+        f"SELECT e.text_hash, (e.vector::vector({int(dimensions)}) <=> %s::vector) "
+        f"AS distance FROM {Embedding._meta.db_table} e WHERE e.space = %s "
+        f"AND EXISTS ({chunks}) ORDER BY distance LIMIT %s",
+        [Vector(vector).to_text(), space, *chunk_params, limit],
     )
 
 
 def nearest_similarities(
-    embedder: Embedder, vector: list[float], *, limit: int
+    embedder: Embedder, vector: list[float], *, limit: int, searchable: Searchable
 ) -> dict[str, float]:
-    """Cosine similarity by text hash of the ``limit`` nearest vectors in the
-    embedder's space (a text with several windows counts by its nearest)."""
+    """Cosine similarity by text hash of the ``limit`` nearest searchable vectors
+    in the embedder's space (a text with several windows counts by its nearest)."""
     statement, params = nearest_sql(
-        embedder.space, embedder.dimensions, vector, limit=limit
+        embedder.space,
+        embedder.dimensions,
+        vector,
+        limit=limit,
+        searchable=searchable,
     )
     similarity: dict[str, float] = {}
     with connection.cursor() as cursor:

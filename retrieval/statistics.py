@@ -17,10 +17,12 @@ from django.db import connection, transaction
 from django.utils import timezone
 from openai import OpenAIError
 
+from kbsite.sqlrows import Insert
 from kbsite.text import STOPWORDS, WORD
 from retrieval.embedder import Embedder
 from retrieval.models import Chunk, EmbeddingSpace, IndexStatistics, Lexeme
 from retrieval.search import CANDIDATES
+from retrieval.searchable import searchable_chunks
 from retrieval.spaces import nearest_similarities, serving, space_serving
 from sources.models import Page
 
@@ -37,6 +39,14 @@ logger = logging.getLogger(__name__)
 
 # Advisory lock around the word counts' refresh.
 LOCK_KEY = 0x6B625F6C6578  # "kb_lex"
+# Every stem of the documents query (a parameter: ts_stat runs it), with the
+# number of documents holding it.
+LEXEMES_INSERT = Insert(
+    Lexeme,
+    ("word", "chunks"),
+    "INSERT INTO {table} ({columns}) "
+    "SELECT word, ndoc FROM ts_stat(%s) WHERE length(word) <= 300",
+)
 
 
 @dataclass(frozen=True)
@@ -105,11 +115,7 @@ def lexemes_refresh() -> tuple[int, int]:
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", [LOCK_KEY])
             chunks = live_chunk_count()
             cursor.execute(f"DELETE FROM {lexeme_table}")
-            cursor.execute(
-                f"INSERT INTO {lexeme_table} (word, chunks) "
-                "SELECT word, ndoc FROM ts_stat(%s) WHERE length(word) <= 300",
-                [documents],
-            )
+            cursor.execute(LEXEMES_INSERT.sql, [documents])
             lexemes = cursor.rowcount
         stats = IndexStatistics.objects.select_for_update().first()
         stats = stats or IndexStatistics()
@@ -146,11 +152,12 @@ def best_similarities(embedder: Embedder, texts: list[str]) -> list[float]:
     if not texts:
         return []
     best = []
+    live = searchable_chunks(None)
     for vector in embedder.embed(texts):
-        similarity = nearest_similarities(embedder, vector, limit=CANDIDATES)
-        live = Chunk.objects.live().filter(embed_hash__in=similarity)
-        hashes = set(live.values_list("embed_hash", flat=True))
-        best.append(max((similarity[h] for h in hashes), default=0.0))
+        similarity = nearest_similarities(
+            embedder, vector, limit=CANDIDATES, searchable=live
+        )
+        best.append(max(similarity.values(), default=0.0))
     return best
 
 

@@ -8,7 +8,17 @@ from django.conf import settings
 from django.db import connection
 from django.db.models import F
 
+from kbsite.sqlrows import Insert
 from sources.models import LineShape, Page, Source
+
+# One page more with each of these shapes: one statement, and no lost update when
+# two pages add the same shape at once.
+SHAPES_INSERT = Insert(
+    LineShape,
+    ("source", "shape", "pages", "example"),
+    "INSERT INTO {table} ({columns}) VALUES {values} "
+    "ON CONFLICT ({source}, {shape}) DO UPDATE SET {pages} = {table}.{pages} + 1",
+)
 
 
 def source_common_shapes(*, source: Source) -> set[int]:
@@ -55,14 +65,10 @@ def page_shapes_record(*, page: Page, shapes: dict[int, str]) -> None:
 
 
 def _increment(source_id: int, shapes: dict[int, str]) -> None:
-    # One statement, and no lost update when two pages add the same shape at once.
-    table = LineShape._meta.db_table
-    rows = [(source_id, shape, 1, shapes[shape][:300]) for shape in sorted(shapes)]
-    values = ", ".join(["(%s, %s, %s, %s)"] * len(rows))
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"INSERT INTO {table} (source_id, shape, pages, example) VALUES {values} "
-            "ON CONFLICT (source_id, shape) DO UPDATE SET pages = "
-            f"{table}.pages + 1",
-            [value for row in rows for value in row],
+    params = []
+    for shape in sorted(shapes):  # locks taken in shape order
+        params += SHAPES_INSERT.params(
+            source=source_id, shape=shape, pages=1, example=shapes[shape][:300]
         )
+    with connection.cursor() as cursor:
+        cursor.execute(SHAPES_INSERT.statement(rows=len(shapes)), params)

@@ -7,6 +7,7 @@ from django.test import TestCase
 from retrieval.embeddings import get_embedder
 from retrieval.models import Chunk, Embedding
 from retrieval.search import HNSW_EF_SEARCH
+from retrieval.searchable import searchable_chunks
 from retrieval.spaces import embedding_index_ensure, embedding_index_name, nearest_sql
 from sources.models import Page, Source
 
@@ -92,7 +93,11 @@ class SchemaTests(TestCase):
             cursor.execute("SET LOCAL enable_seqscan = off")
             cursor.execute("SET LOCAL enable_sort = off")
             sql, params = nearest_sql(
-                embedder.space, embedder.dimensions, probe, limit=10
+                embedder.space,
+                embedder.dimensions,
+                probe,
+                limit=10,
+                searchable=searchable_chunks(None),
             )
             cursor.execute(f"EXPLAIN {sql}", params)
             plan = "\n".join(row[0] for row in cursor.fetchall())

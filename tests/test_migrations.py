@@ -224,8 +224,8 @@ def test_pages_a_neighbour_held_move_to_their_source_or_leave_search(capsys):
 
 # The last migrations before pushes to Crawlbase moved from sources to ingest.
 PUSHES_IN_SOURCES = [
-    ("sources", "0006_pages_rescoped_to_seed_directories"),
-    ("ingest", "0005_crawl_waits_capped_hosts_paused_with_a_reason"),
+    ("sources", "0007_push_columns_left_out_of_its_insert_have_db_defaults"),
+    ("ingest", "0006_columns_left_out_of_hand_written_inserts_have_db_defaults"),
 ]
 
 
@@ -274,6 +274,8 @@ def test_pushes_move_to_ingest_with_every_row_and_back():
     migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())
 
     from ingest.models import Delivery, Push
+    from ingest.pushing import pages_push_queue
+    from sources.models import Page
 
     push = Push.objects.get()
     assert (push.pk, push.rid, push.state, push.attempts) == (
@@ -292,6 +294,13 @@ def test_pushes_move_to_ingest_with_every_row_and_back():
     with connection.cursor() as cursor:
         tables = connection.introspection.table_names(cursor)
     assert "ingest_push" in tables and "sources_push" not in tables
+    queued = pages_push_queue(pages=Page.objects.filter(pk=ids["moved"]))
+    again = Push.objects.get(page_id=ids["moved"])
+    assert queued == (1, 0), "the page the crawler's push held is free again"
+    assert (again.state, again.attempts, again.error) == ("queued", 0, ""), (
+        "the columns the push INSERT leaves out keep their database defaults"
+    )
+    assert again.queued_at is not None
 
     executor = migrate(PUSHES_IN_SOURCES)
 

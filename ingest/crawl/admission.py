@@ -17,11 +17,23 @@ from ingest.crawl.robots import origin_of
 from ingest.crawl.safety import scheme_refusal, url_unusable
 from ingest.models import Crawl, CrawlUrl
 from kbsite.canonical import canonical_url
+from kbsite.sqlrows import Insert
 from sources.models import Page
 from sources.scope import ScopeMap
 
 # A sitemap index may not fan out without end.
 MAX_SITEMAPS = 1000
+# Pages put into a crawl of due pages. A row done earlier in the crawl is queued
+# again as if new: its result, error and attempts back to their db_default.
+REQUEUE_INSERT = Insert(
+    CrawlUrl,
+    ("crawl", "url", "origin", "kind", "depth", "state", "not_before"),
+    "INSERT INTO {table} ({columns}) VALUES {values} "
+    "ON CONFLICT ({crawl}, {url}) DO UPDATE SET {state} = EXCLUDED.{state}, "
+    "{result} = EXCLUDED.{result}, {error} = EXCLUDED.{error}, "
+    "{attempts} = EXCLUDED.{attempts}, {not_before} = EXCLUDED.{not_before}, "
+    "{done_at} = NULL, {delivery} = NULL WHERE {table}.{state} = %s",
+)
 
 
 @dataclass(frozen=True)
@@ -142,19 +154,19 @@ def pages_requeue(*, crawl: Crawl, urls: list[str]) -> int:
     if not urls:
         return 0
     now = timezone.now()
-    table = CrawlUrl._meta.db_table
-    values = ", ".join(["(%s, %s, %s, 'page', 0, 'queued', '', '', 0, %s)"] * len(urls))
-    params: list[int | str | datetime] = []
+    params = []
     for url in urls:
-        params += [crawl.pk, url, origin_of(url)[:300], now]
+        params += REQUEUE_INSERT.params(
+            crawl=crawl.pk,
+            url=url,
+            origin=origin_of(url)[:300],
+            kind=CrawlUrl.Kind.PAGE,
+            depth=0,
+            state=CrawlUrl.State.QUEUED,
+            not_before=now,
+        )
     with connection.cursor() as cursor:
         cursor.execute(
-            f"INSERT INTO {table} (crawl_id, url, origin, kind, depth, state, result, "
-            f"error, attempts, not_before) VALUES {values} "
-            "ON CONFLICT (crawl_id, url) DO UPDATE SET state = 'queued', result = '', "
-            "error = '', attempts = 0, not_before = EXCLUDED.not_before, "
-            "done_at = NULL, delivery_id = NULL "
-            f"WHERE {table}.state = 'done'",
-            params,
+            REQUEUE_INSERT.statement(rows=len(urls)), [*params, CrawlUrl.State.DONE]
         )
         return cursor.rowcount

@@ -14,9 +14,16 @@ from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
 from ingest.models import Crawl, CrawlHost, CrawlUrl
+from kbsite.sqlrows import Insert
 
 # A worker waits at most this long for a host's turn, rather than take another URL.
 MAX_WAIT = 10.0
+# A host met for the first time; its robots.txt and delay are not known yet.
+HOST_INSERT = Insert(
+    CrawlHost,
+    ("origin", "next_fetch_at"),
+    "INSERT INTO {table} ({columns}) VALUES {values} ON CONFLICT ({origin}) DO NOTHING",
+)
 
 
 def lease() -> timedelta:
@@ -118,9 +125,8 @@ def _host_locked(origin: str) -> CrawlHost:
         return host
     with connection.cursor() as cursor:
         cursor.execute(
-            f"INSERT INTO {CrawlHost._meta.db_table} (origin, robots_txt, delay, "
-            "next_fetch_at) VALUES (%s, '', 0, %s) ON CONFLICT (origin) DO NOTHING",
-            [origin, timezone.now()],
+            HOST_INSERT.sql,
+            HOST_INSERT.params(origin=origin, next_fetch_at=timezone.now()),
         )
     return CrawlHost.objects.select_for_update().get(origin=origin)
 

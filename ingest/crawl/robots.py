@@ -21,9 +21,21 @@ from protego import Protego
 from ingest.crawl.claims import host_pause
 from ingest.crawl.fetchers import Fetcher, FetchError, get_following
 from ingest.models import CrawlHost
+from kbsite.sqlrows import Insert
 
 TTL = timedelta(hours=24)
 MAX_BYTES = 500 * 1024  # RFC 9309: at least 500 KiB must be read
+# A host's robots.txt, stored with the delay it asks for; a known host keeps its
+# turn (and any pause).
+ROBOTS_INSERT = Insert(
+    CrawlHost,
+    ("origin", "robots_txt", "robots_status", "robots_fetched_at", "delay",
+     "next_fetch_at"),
+    "INSERT INTO {table} ({columns}) VALUES {values} "
+    "ON CONFLICT ({origin}) DO UPDATE SET {robots_txt} = EXCLUDED.{robots_txt}, "
+    "{robots_status} = EXCLUDED.{robots_status}, "
+    "{robots_fetched_at} = EXCLUDED.{robots_fetched_at}, {delay} = EXCLUDED.{delay}",
+)  # fmt: skip
 
 
 class RobotsUnreachable(Exception):
@@ -112,13 +124,13 @@ def _delay(rules: Protego) -> tuple[float, str]:
 
 def host_robots_store(*, origin: str, text: str, status: int, delay: float) -> None:
     now = timezone.now()
-    table = CrawlHost._meta.db_table
+    row = ROBOTS_INSERT.params(
+        origin=origin,
+        robots_txt=text.replace("\0", ""),
+        robots_status=status,
+        robots_fetched_at=now,
+        delay=delay,
+        next_fetch_at=now,
+    )
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"INSERT INTO {table} (origin, robots_txt, robots_status, "
-            "robots_fetched_at, delay, next_fetch_at) VALUES (%s, %s, %s, %s, %s, %s) "
-            "ON CONFLICT (origin) DO UPDATE SET robots_txt = EXCLUDED.robots_txt, "
-            "robots_status = EXCLUDED.robots_status, "
-            "robots_fetched_at = EXCLUDED.robots_fetched_at, delay = EXCLUDED.delay",
-            [origin, text.replace("\0", ""), status, now, delay, now],
-        )
+        cursor.execute(ROBOTS_INSERT.sql, row)

@@ -28,7 +28,7 @@ def backwards(apps, schema_editor) -> None:
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("ingest", "0007_push_table_renamed"),
+        ("ingest", "0008_push_table_renamed"),
         ("django_q", "0014_schedule_cluster"),
     ]
 

@@ -32,8 +32,8 @@ BACKWARD = [
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("ingest", "0008_push_sender_schedule_moves_to_ingest"),
-        ("sources", "0007_push_moves_to_ingest"),
+        ("ingest", "0009_push_sender_schedule_moves_to_ingest"),
+        ("sources", "0008_push_moves_to_ingest"),
     ]
 
     operations = [

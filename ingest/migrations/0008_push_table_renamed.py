@@ -5,8 +5,8 @@ from django.db import migrations
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("ingest", "0006_push_from_sources"),
-        ("sources", "0007_push_moves_to_ingest"),
+        ("ingest", "0007_push_from_sources"),
+        ("sources", "0008_push_moves_to_ingest"),
     ]
 
     operations = [

@@ -1,10 +1,12 @@
 """Pushes to Crawlbase move from sources to ingest, whose crawler code sends them.
 
-Ingest takes the model over on its existing table (renamed in 0007, once sources has
-let go of it): every row stays, and so does every delivery's link to its push.
+Ingest takes the model over on its existing table (renamed in 0008, once sources has
+let go of it): every row stays, and so does every delivery's link to its push, and
+its columns keep the database defaults sources 0007 gave them.
 """
 
 import django.db.models.deletion
+import django.db.models.functions.datetime
 import django.utils.timezone
 from django.db import migrations, models
 
@@ -13,8 +15,8 @@ IN_FLIGHT = models.Q(("state__in", ["queued", "sent"]))
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("ingest", "0005_crawl_waits_capped_hosts_paused_with_a_reason"),
-        ("sources", "0006_pages_rescoped_to_seed_directories"),
+        ("ingest", "0006_columns_left_out_of_hand_written_inserts_have_db_defaults"),
+        ("sources", "0007_push_columns_left_out_of_its_insert_have_db_defaults"),
     ]
 
     operations = [
@@ -54,13 +56,17 @@ class Migration(migrations.Migration):
                                     ("expired", "No delivery in time"),
                                     ("failed", "Could not be sent"),
                                 ],
+                                db_default="queued",
                                 default="queued",
                                 max_length=20,
                             ),
                         ),
                         (
                             "queued_at",
-                            models.DateTimeField(default=django.utils.timezone.now),
+                            models.DateTimeField(
+                                db_default=django.db.models.functions.datetime.Now(),
+                                default=django.utils.timezone.now,
+                            ),
                         ),
                         (
                             "pushed_at",
@@ -71,12 +77,20 @@ class Migration(migrations.Migration):
                             ),
                         ),
                         ("delivered_at", models.DateTimeField(blank=True, null=True)),
-                        ("attempts", models.PositiveSmallIntegerField(default=0)),
+                        (
+                            "attempts",
+                            models.PositiveSmallIntegerField(db_default=0, default=0),
+                        ),
                         (
                             "next_attempt_at",
                             models.DateTimeField(blank=True, null=True),
                         ),
-                        ("error", models.CharField(blank=True, max_length=500)),
+                        (
+                            "error",
+                            models.CharField(
+                                blank=True, db_default="", default="", max_length=500
+                            ),
+                        ),
                         (
                             "page",
                             models.ForeignKey(
