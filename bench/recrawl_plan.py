@@ -22,7 +22,8 @@ def fill(pages: int) -> None:
     from django.db import connection
     from django.utils import timezone
 
-    from sources.models import HOUR, Page, Push, Source
+    from ingest.models import Push
+    from sources.models import HOUR, Page, Source
 
     source = Source.objects.create(
         name="Bench docs", fetcher="crawlbase", seed_urls="https://docs.example.com/"
@@ -61,8 +62,9 @@ def main() -> None:
     from django.db import connection, transaction
     from django.test.utils import CaptureQueriesContext
 
+    from ingest.models import Push
     from ingest.recrawl import recrawl_due
-    from sources.models import Push, Source
+    from sources.models import Source
     from sources.replan import source_schedule_replan
 
     fill(args.pages)

@@ -32,6 +32,8 @@ def _ensure_schedules(sender: AppConfig, **kwargs: Any) -> None:
                 settings.RECRAWL_SCHEDULE_MINUTES,
             ),
             "ingest: resume crawls": ("ingest.tasks.crawls_resume_task", 10),
+            # A backstop: pushes are also sent as soon as they are queued.
+            "ingest: send queued pushes": ("ingest.tasks.pushes_send_task", 1),
         },
     )
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
-from ingest.models import Delivery
+from ingest.models import Delivery, Push
 from ingest.pipeline import page_lock
-from sources.models import Page, Push
+from sources.models import Page
 
 Outcome = Delivery.Outcome
 

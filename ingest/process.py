@@ -8,8 +8,9 @@
    its content kept;
 4. ``Original-Status`` 304 (the built-in crawler's conditional request): a live page
    is verified unchanged, with nothing read, hashed or embedded;
-5. the pushed URL led elsewhere (a redirect): the final URL is the page, the pushed
-   one points to it (recorded in 6 to 8);
+5. the URL asked for (pushed to Crawlbase, or requested by the built-in crawler) led
+   elsewhere (a redirect): the final URL is the page, the one asked for points to it
+   (recorded in 6 to 8);
 6. the content equals an older live page's of the same source (a mirror, a
    parameter variant): a duplicate of that page, which stays the one indexed;
 7. the content hash equals the live page's: unchanged, ``last_verified_at`` moves;
@@ -135,8 +136,9 @@ def _resolve_page(
     delivery: Delivery, owner: Source | None
 ) -> tuple[Page | None, Page | None]:
     """The page this delivery is for (made for ``owner``, the source its URL
-    belongs to, if it is new), and the page that was pushed if it redirected."""
-    pushed = delivery.push.page if delivery.push is not None else None
+    belongs to, if it is new), and the page that was asked for if it led elsewhere:
+    the one Crawlbase was pushed, or the one the built-in crawler requested."""
+    pushed = _requested_page(delivery)
     if pushed is not None and pushed.url == delivery.url:
         return pushed, None
     page = (
@@ -148,6 +150,14 @@ def _resolve_page(
         return None, None
     page, _ = Page.objects.get_or_create(url=delivery.url, defaults={"source": owner})
     return page, pushed
+
+
+def _requested_page(delivery: Delivery) -> Page | None:
+    if delivery.push is not None:
+        return delivery.push.page
+    if delivery.requested_url:
+        return Page.objects.light().filter(url=delivery.requested_url).first()
+    return None
 
 
 def _uncovered(url: str, scope: ScopeMap) -> str:

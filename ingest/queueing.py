@@ -20,9 +20,8 @@ from psycopg import sql
 
 from ingest import wire
 from ingest.claims import deliveries_held
-from ingest.models import Delivery
+from ingest.models import Delivery, Push
 from kbsite.sqlrows import Insert, column, table
-from sources.models import Push
 from sources.scope import source_for_url
 
 logger = logging.getLogger(__name__)
@@ -39,8 +38,8 @@ IDENTIFIER = re.compile(r"[A-Za-z_][\w$.]{0,62}")
 DELIVERY_INSERT = Insert(
     Delivery,
     ("rid", "url", "original_status", "crawler_status", "content_type", "etag",
-     "last_modified", "site_modified_at", "push", "body", "body_bytes",
-     "received_at", "queued_at", "state"),
+     "last_modified", "site_modified_at", "requested_url", "push", "body",
+     "body_bytes", "received_at", "queued_at", "state"),
     "INSERT INTO {table} ({columns}) VALUES {values} "
     "ON CONFLICT ({rid}) DO NOTHING RETURNING {id}",
     values={
@@ -77,6 +76,7 @@ def delivery_receive(
         etag=parsed.etag[:200],
         last_modified=parsed.last_modified[:100],
         site_modified_at=parsed.site_modified_at,
+        requested_url=parsed.requested_url[:2048],
         push=parsed.rid,  # the push this delivery answers, if there is one
         body=raw,
         body_bytes=len(raw),

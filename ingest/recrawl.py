@@ -18,14 +18,15 @@ from django.utils import timezone
 from django_q.tasks import async_task
 
 from ingest.crawl.services import crawl_start, page_fetch_queue
+from ingest.models import Push
+from ingest.pushing import pages_push_queue, pushes_expire
 from kbsite.canonical import canonical_url_or_none
-from sources.models import Caller, Page, Push, Source
-from sources.pushing import pages_push_queue, pushes_expire
+from sources.models import Caller, Page, Source
 from sources.scope import ScopeMap
 
 # pg_try_advisory_xact_lock key of the planner ("kb plan").
 PLANNER_LOCK = 0x6B62_706C
-SEND_TASK = "sources.tasks.pushes_send_task"
+SEND_TASK = "ingest.tasks.pushes_send_task"
 SITEMAPS_TASK = "ingest.tasks.source_sitemaps_push_task"
 # Who may queue a recrawl (the API, the admin's buttons and actions), of the
 # sources they see: editors who may change sources.

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
+from ingest.models import Push
+from ingest.pushing import PushingUnavailable, PushReport, pushes_send
 from ingest.recrawl import RecrawlPlan
 from kbsite.progress import ProgressBar
-from sources.models import Push, Source
-from sources.pushing import PushingUnavailable, PushReport, pushes_send
+from sources.models import Source
 
 
 def plan_send(command: BaseCommand, plan: RecrawlPlan) -> None:

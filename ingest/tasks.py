@@ -4,13 +4,18 @@ from __future__ import annotations
 
 from ingest.crawl.jobs import crawl_work
 from ingest.process import delivery_process
+from ingest.pushing import PushingUnavailable, pushes_send
 from ingest.queueing import deliveries_bodies_expire, deliveries_requeue_stalled
-from ingest.recrawl import recrawl_due
+from ingest.recrawl import pushes_send_soon, recrawl_due
 from ingest.rederive import source_pages_rederive, sources_boilerplate_refresh
 from ingest.rescope import pages_rescope
 from ingest.resume import crawls_resume_locked
 from ingest.sitemap_seeds import source_sitemaps_push
 from sources.models import Source
+
+# One run sends for at most this long, then hands over to a fresh job, so that a
+# long queue never runs into the job timeout (Q_TIMEOUT).
+SEND_SECONDS = 120
 
 
 def delivery_process_task(delivery_id: int) -> str | None:
@@ -57,3 +62,15 @@ def source_sitemaps_push_task(source_id: int) -> str:
         return "source gone"
     seeds, plan = source_sitemaps_push(source=source)
     return f"{seeds}; {plan}"
+
+
+def pushes_send_task() -> str:
+    try:
+        report = pushes_send(seconds=SEND_SECONDS)
+    except PushingUnavailable as exc:
+        return str(exc)
+    if report is None:
+        return "another sender is at work"
+    if report.waiting:
+        pushes_send_soon()
+    return str(report)

@@ -64,10 +64,12 @@ class ParsedDelivery:
     content_type: str = ""
     is_probe: bool = False
     # Only the built-in crawler knows these: the validators for its next
-    # conditional request, and the site's own modification time.
+    # conditional request, the site's own modification time, and the URL it
+    # asked for when that led to ``url``.
     etag: str = ""
     last_modified: str = ""
     site_modified_at: datetime | None = None
+    requested_url: str = ""
 
 
 def decompress(raw: bytes, *, content_encoding: str, limit: int) -> bytes:

@@ -1,6 +1,7 @@
 from django.contrib import admin
 from django.contrib.auth.views import LoginView, LogoutView
-from django.urls import include, path
+from django.urls import include, path, re_path
+from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from ingest.dashboard import dashboard
@@ -13,6 +14,13 @@ urlpatterns = [
     path("accounts/login/", LoginView.as_view(), name="login"),
     path("accounts/logout/", LogoutView.as_view(), name="logout"),
     path("admin/dashboard/", admin.site.admin_view(dashboard), name="admin-dashboard"),
+    # Pushes to Crawlbase moved from sources to ingest: old links lead to them.
+    re_path(
+        r"^admin/sources/push/(?P<rest>.*)$",
+        RedirectView.as_view(
+            url="/admin/ingest/push/%(rest)s", permanent=True, query_string=True
+        ),
+    ),
     path("admin/", admin.site.urls),
     path("api/", include("retrieval.urls")),
     path("api/", include("ingest.api_urls")),

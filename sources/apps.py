@@ -12,8 +12,6 @@ def _ensure_schedules(sender: AppConfig, **kwargs: Any) -> None:
     schedules_ensure(
         prefix="sources: ",
         schedules={
-            # A backstop: pushes are also sent as soon as they are queued.
-            "sources: send queued pushes": ("sources.tasks.pushes_send_task", 1),
             # Each adaptive source is planned once its plan is a day old.
             "sources: plan the day's checks": (
                 "sources.tasks.sources_schedule_replan_task",

@@ -14,9 +14,9 @@ from django.test import TestCase
 from django.utils import timezone
 
 from ingest.boilerplate import line_shape, shape_hash
-from ingest.models import Crawl, CrawlUrl, Delivery
+from ingest.models import Crawl, CrawlUrl, Delivery, Push
 from retrieval.models import Chunk, Embedding, EmbeddingUsage, QueryLog
-from sources.models import LineShape, Page, PageVersion, Push, Source
+from sources.models import LineShape, Page, PageVersion, Source
 
 XSS = "<script>alert(1)</script>"
 ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt;"

@@ -5,9 +5,9 @@ from django.test import TestCase, override_settings
 from django.urls import reverse
 from django_q.models import OrmQ
 
-from ingest.models import Delivery
+from ingest.models import Delivery, Push
 from retrieval.models import Chunk, Embedding, EmbeddingUsage, QueryLog
-from sources.models import LineShape, Page, PageVersion, Push, Source
+from sources.models import LineShape, Page, PageVersion, Source
 
 
 class AdminPagesTests(TestCase):

@@ -8,10 +8,10 @@ from django.contrib import admin
 from django.db import transaction
 from django.urls import reverse
 
-from ingest.models import Crawl, Delivery
+from ingest.models import Crawl, Delivery, Push
 from retrieval.models import QueryLog
 from sources.admin.visibility import VisibleRowsAdmin
-from sources.models import Page, Push, Source
+from sources.models import Page, Source
 from tests.admin_world import BETA_MARKS, TwoGroupsWorld, editor_create
 
 EDITORS_APPS = {"sources", "ingest", "retrieval"}
@@ -22,7 +22,7 @@ LISTS = [
     ("sources_page", "alpha.example.com", "beta.example.net"),
     ("sources_pageversion", "alpha.example.com", "beta.example.net"),
     ("sources_lineshape", "Alpha handbook menu", "Beta secrets menu"),
-    ("sources_push", "alpha.example.com", "beta.example.net"),
+    ("ingest_push", "alpha.example.com", "beta.example.net"),
     ("ingest_delivery", "alpha.example.com", "beta.example.net"),
     ("ingest_crawl", "Alpha handbook", "Beta secrets"),
     ("ingest_crawlurl", "alpha.example.com", "beta.example.net"),
@@ -37,7 +37,7 @@ SEARCHES = [
     ("sources_page", "beta.example.net"),
     ("sources_pageversion", "beta.example.net"),
     ("sources_lineshape", "Beta secrets menu"),
-    ("sources_push", "push-b1"),
+    ("ingest_push", "push-b1"),
     ("ingest_delivery", "rid-b1"),
     ("ingest_crawlurl", "beta.example.net"),
     ("retrieval_chunk", "b1" * 32),
@@ -81,7 +81,7 @@ class GroupEditorTests(TwoGroupsWorld):
             ("sources_page", a.page, b.page),
             ("sources_pageversion", a.versions[1], b.versions[1]),
             ("sources_lineshape", a.shape, b.shape),
-            ("sources_push", a.push, b.push),
+            ("ingest_push", a.push, b.push),
             ("ingest_delivery", a.delivery, b.delivery),
             ("ingest_crawl", a.crawl, b.crawl),
             ("ingest_crawlurl", a.crawl_url, b.crawl_url),

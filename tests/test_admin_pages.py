@@ -107,7 +107,25 @@ class AdminPagesTests(AdminWorld):
         labels = [app["app_label"] for app in apps]
         assert labels[:4] == ["sources", "ingest", "retrieval", "auth"]
         models = [m["object_name"] for m in apps[0]["models"]]
-        assert models == ["Source", "Page", "PageVersion", "LineShape", "Push"]
+        assert models == ["Source", "Page", "PageVersion", "LineShape"]
+        models = [m["object_name"] for m in apps[1]["models"]]
+        assert models[:2] == ["Delivery", "Push"]
+
+    def test_the_old_addresses_of_pushes_lead_to_their_new_ones(self):
+        self.client.force_login(self.editor)
+        pk = self.push.pk
+
+        listed = self.client.get("/admin/sources/push/?state__exact=queued")
+        shown = self.client.get(f"/admin/sources/push/{pk}/change/", follow=True)
+
+        assert (listed.status_code, listed["Location"]) == (
+            301,
+            reverse("admin:ingest_push_changelist") + "?state__exact=queued",
+        )
+        assert shown.redirect_chain == [
+            (reverse("admin:ingest_push_change", args=[pk]), 301)
+        ]
+        assert shown.status_code == 200 and self.push.url in shown.content.decode()
 
     def test_no_list_shows_more_than_seven_columns_by_default(self):
         for model, model_admin in admin.site._registry.items():

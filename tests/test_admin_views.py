@@ -9,10 +9,10 @@ from django.test import override_settings
 from django.urls import reverse
 from django.utils import timezone
 
-from ingest.models import CrawlHost, Delivery
+from ingest.models import CrawlHost, Delivery, Push
 from ingest.process import delivery_process
 from ingest.queueing import deliveries_bodies_expire
-from sources.models import Push, Source
+from sources.models import Source
 from tests.admin_world import ESCAPED, AdminWorld, editor_create
 from tests.world import INSTALL, IngestWorld
 

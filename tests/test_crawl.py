@@ -7,7 +7,9 @@ import gzip
 import re
 from unittest import mock
 
+from django.contrib.auth.models import User
 from django.test import TestCase, override_settings
+from django.urls import reverse
 from django.utils import timezone
 from django_q.models import OrmQ
 
@@ -16,8 +18,9 @@ from ingest.crawl.claims import frontier_claim
 from ingest.crawl.jobs import CRAWL_TASK
 from ingest.crawl.progress import crawl_progress
 from ingest.crawl.services import crawl_start, page_fetch_queue
-from ingest.models import Crawl, CrawlHost, CrawlUrl, Delivery
+from ingest.models import Crawl, CrawlHost, CrawlUrl, Delivery, Push
 from ingest.queueing import TASK as DELIVERY_TASK
+from ingest.recrawl import pages_recrawl
 from retrieval.models import Chunk, Embedding
 from sources.models import Page, Source
 from tests.fakes.site import FakeSite, page, sitemap_xml
@@ -378,6 +381,52 @@ class IdentityTests(CrawlWorld):
         assert new.status == Page.Status.LIVE
         assert self.site.requested("/docs/new.html") == 1
         assert self.result(crawl, "/docs/new.html").result == "fetched"
+
+    def moved_page(self) -> tuple[str, str]:
+        """/docs/old.html redirects to /docs/new.html: their URLs."""
+        self.site.add("/docs/", page("Docs", "Start.", ["old.html"]))
+        self.site.redirect("/docs/old.html", "/docs/new.html")
+        self.site.add("/docs/new.html", page("New", "Moved here."))
+        return self.site.url("/docs/old.html"), self.site.url("/docs/new.html")
+
+    def test_a_redirect_is_the_crawlers_own_record_and_no_push_to_crawlbase(self):
+        old_url, new_url = self.moved_page()
+        source = self.source()
+        crawl, _ = crawl_start(source=source)
+        for _ in range(10):  # the fetches only: the deliveries wait for a worker
+            run_queued(CRAWL_TASK)
+
+        delivery = Delivery.objects.get(url=new_url)
+        assert (delivery.requested_url, delivery.push) == (old_url, None)
+        assert not Push.objects.exists(), "nothing the Crawlbase sender could send"
+        source.fetcher = Source.Fetcher.CRAWLBASE
+        source.save()
+        plan = pages_recrawl(pages=Page.objects.filter(url=old_url))
+        assert (plan.queued, plan.in_flight) == (1, 0), "its next push is not blocked"
+
+        crawl_through(crawl)
+
+        old = Page.objects.get(url=old_url)
+        assert old.status == Page.Status.REDIRECTED and old.redirect_to.url == new_url
+        assert Push.objects.get().state == Push.State.QUEUED, "left to the sender"
+
+    def test_the_admin_shows_a_redirect_the_crawler_followed(self):
+        old_url, new_url = self.moved_page()
+        self.crawl(self.source())
+        root = User.objects.create_superuser("root", "root@example.com", "pw")
+        self.client.force_login(root)
+
+        delivery = Delivery.objects.get(url=new_url)
+        shown = self.client.get(
+            reverse("admin:ingest_delivery_change", args=[delivery.pk])
+        ).content.decode()
+        old = Page.objects.get(url=old_url)
+        history = self.client.get(
+            reverse("admin:sources_page_change", args=[old.pk])
+        ).content.decode()
+
+        assert "Requested URL" in shown and old_url in shown
+        assert "Redirects to another page" in history and new_url in history
 
     def test_a_canonical_link_within_scope_is_followed_and_recorded(self):
         head = f'<link rel="canonical" href="{self.site.url("/docs/page.html")}">'

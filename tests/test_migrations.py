@@ -8,6 +8,8 @@ import pytest
 from django.contrib.auth.models import User
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
+from django.utils import timezone
+from django_q.models import Schedule
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -97,7 +99,7 @@ def test_a_database_at_the_old_layout_migrates_forward_with_every_row():
 
     migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())
 
-    from ingest.models import Delivery
+    from ingest.models import Delivery, Push
     from retrieval.models import (
         Chunk,
         Embedding,
@@ -105,7 +107,7 @@ def test_a_database_at_the_old_layout_migrates_forward_with_every_row():
         EmbeddingUsage,
         QueryLog,
     )
-    from sources.models import LineShape, Page, PageVersion, Push, Source
+    from sources.models import LineShape, Page, PageVersion, Source
 
     counts = {
         model.__name__: model.objects.count()
@@ -218,3 +220,99 @@ def test_pages_a_neighbour_held_move_to_their_source_or_leave_search(capsys):
     printed = capsys.readouterr().out
     assert "https://corp.example/hr/handbook: moved from Eng to HR" in printed
     assert "Pages rescoped: 1 moved, 1 out of every scope" in printed
+
+
+# The last migrations before pushes to Crawlbase moved from sources to ingest.
+PUSHES_IN_SOURCES = [
+    ("sources", "0007_push_columns_left_out_of_its_insert_have_db_defaults"),
+    ("ingest", "0006_columns_left_out_of_hand_written_inserts_have_db_defaults"),
+]
+
+
+def fill_pushes(apps) -> dict[str, int]:
+    """A push sent to Crawlbase and delivered, and a redirect the built-in crawler
+    recorded as a push never sent, as the old layout held them; and the schedule
+    of the old sender (django-q2's own table, which these migrations leave)."""
+    source = apps.get_model("sources", "Source").objects.create(
+        name="Docs", seed_urls="https://docs.example/"
+    )
+    page_model = apps.get_model("sources", "Page")
+    pushed = page_model.objects.create(source=source, url="https://docs.example/a/")
+    moved = page_model.objects.create(source=source, url="https://docs.example/old/")
+    push_model = apps.get_model("sources", "Push")
+    sent = push_model.objects.create(
+        rid="cb-rid-1", page=pushed, url=pushed.url, state="sent", attempts=1,
+        pushed_at=timezone.now(),
+    )  # fmt: skip
+    crawler = push_model.objects.create(
+        rid="direct-0f0f", page=moved, url=moved.url, pushed_at=timezone.now()
+    )
+    delivery_model = apps.get_model("ingest", "Delivery")
+    delivered = delivery_model.objects.create(
+        rid="cb-rid-1", url=pushed.url, push=sent, page=pushed, state="done"
+    )
+    redirected = delivery_model.objects.create(
+        rid="direct-0f0f", url="https://docs.example/new/", push=crawler,
+        original_status=200, crawler_status=200,
+    )  # fmt: skip
+    Schedule.objects.update_or_create(
+        name="sources: send queued pushes",
+        defaults={"func": "sources.tasks.pushes_send_task", "minutes": 1},
+    )
+    return {
+        "sent": sent.pk,
+        "delivered": delivered.pk,
+        "redirected": redirected.pk,
+        "moved": moved.pk,
+    }
+
+
+def test_pushes_move_to_ingest_with_every_row_and_back():
+    executor = migrate(PUSHES_IN_SOURCES)
+    ids = fill_pushes(executor.loader.project_state(PUSHES_IN_SOURCES).apps)
+
+    migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())
+
+    from ingest.models import Delivery, Push
+    from ingest.pushing import pages_push_queue
+    from sources.models import Page
+
+    push = Push.objects.get()
+    assert (push.pk, push.rid, push.state, push.attempts) == (
+        ids["sent"], "cb-rid-1", "sent", 1,
+    )  # fmt: skip
+    assert Delivery.objects.get(pk=ids["delivered"]).push == push
+    redirected = Delivery.objects.get(pk=ids["redirected"])
+    assert (redirected.push_id, redirected.requested_url) == (
+        None,
+        "https://docs.example/old/",
+    ), "the crawler's redirect is its own record, not a push"
+    assert Schedule.objects.get(name="ingest: send queued pushes").func == (
+        "ingest.tasks.pushes_send_task"
+    )
+    assert not Schedule.objects.filter(func__startswith="sources.tasks.push")
+    with connection.cursor() as cursor:
+        tables = connection.introspection.table_names(cursor)
+    assert "ingest_push" in tables and "sources_push" not in tables
+    queued = pages_push_queue(pages=Page.objects.filter(pk=ids["moved"]))
+    again = Push.objects.get(page_id=ids["moved"])
+    assert queued == (1, 0), "the page the crawler's push held is free again"
+    assert (again.state, again.attempts, again.error) == ("queued", 0, ""), (
+        "the columns the push INSERT leaves out keep their database defaults"
+    )
+    assert again.queued_at is not None
+
+    executor = migrate(PUSHES_IN_SOURCES)
+
+    apps = executor.loader.project_state(PUSHES_IN_SOURCES).apps
+    pushes = apps.get_model("sources", "Push").objects
+    assert pushes.get(pk=ids["sent"]).rid == "cb-rid-1"
+    back = pushes.get(rid="direct-0f0f")
+    assert (back.page_id, back.state) == (ids["moved"], "delivered")
+    deliveries = apps.get_model("ingest", "Delivery").objects
+    assert deliveries.get(pk=ids["redirected"]).push_id == back.pk
+    assert deliveries.get(pk=ids["delivered"]).push_id == ids["sent"]
+    schedule = Schedule.objects.get(func="sources.tasks.pushes_send_task")
+    assert schedule.name == "sources: send queued pushes"
+    with connection.cursor() as cursor:
+        assert "sources_push" in connection.introspection.table_names(cursor)

@@ -23,12 +23,12 @@ from django_q.models import OrmQ
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from ingest.models import CrawlHost, CrawlUrl, Delivery
+from ingest.models import CrawlHost, CrawlUrl, Delivery, Push
 from kbsite.models import ThrottleWindow
 from kbsite.sqlrows import Insert
 from retrieval.models import EmbeddingUsage, Lexeme, QueryLog
 from retrieval.questions import QUERY_LOG_INSERT
-from sources.models import LineShape, Push
+from sources.models import LineShape
 from tests.world import HarborWorld
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -13,15 +13,16 @@ from django.core.cache import cache
 from django.core.management import CommandError, call_command
 from django.test import override_settings
 from django.utils import timezone
+from django.utils.module_loading import import_string
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from ingest.models import Delivery
+from ingest.models import Delivery, Push
+from ingest.pushing import pushes_send
 from ingest.recrawl import SITEMAPS_TASK, recrawl_due, source_crawl_start, urls_recrawl
 from ingest.sitemap_seeds import source_sitemaps_push
 from retrieval.models import Chunk
-from sources.models import Page, Push, Source
-from sources.pushing import pushes_send
+from sources.models import Page, Source
 from sources.replan import checks_since, source_schedule_replan, sources_schedule_replan
 from tests.conftest import at_once
 from tests.fakes.crawlbase_api import CRAWLER, TOKEN, FakeCrawlbaseAPI, SitePage
@@ -686,6 +687,22 @@ def test_migrate_schedules_the_hourly_day_planning():
 
     job = Schedule.objects.get(name="sources: plan the day's checks")
     assert (job.func, job.minutes) == ("sources.tasks.sources_schedule_replan_task", 60)
+
+
+@pytest.mark.django_db
+def test_migrate_schedules_ingests_sender_of_queued_pushes(source, crawlbase):
+    from django_q.models import Schedule
+
+    call_command("migrate", verbosity=0, stdout=StringIO())
+    urls_recrawl(urls=[f"{SITE}/a/"])
+
+    job = Schedule.objects.get(name="ingest: send queued pushes")
+    summary = import_string(job.func)()
+
+    assert not Schedule.objects.filter(name="sources: send queued pushes").exists()
+    assert summary.startswith("1 pushed")
+    assert crawlbase.urls() == [f"{SITE}/a/"]
+    assert Push.objects.get().state == Push.State.SENT
 
 
 def test_spending_is_read_from_each_pages_last_checks():

@@ -10,13 +10,13 @@ from django.test import TestCase, override_settings
 from django.utils import timezone
 
 from ingest import wire
-from ingest.models import Delivery
+from ingest.models import Delivery, Push
 from ingest.process import delivery_process
 from ingest.queueing import delivery_receive
 from retrieval.embeddings import get_embedder
 from retrieval.spaces import space_register, space_switch
 from retrieval.statistics import index_statistics_refresh
-from sources.models import Page, Push, Source
+from sources.models import Page, Source
 from tests.fakes.openai_api import FakeOpenAI
 
 TOKEN = "test-webhook-token"

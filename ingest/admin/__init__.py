@@ -1,7 +1,7 @@
-"""The admin of deliveries and crawls, and the editors' source and page admins
+"""The admin of deliveries, pushes and crawls, and the editors' source and page admins
 extended with what ingest does. Django imports only this module, so it imports the
 module of each admin: importing one registers its model."""
 
 from __future__ import annotations
 
-from ingest.admin import crawls, deliveries, pages, sources  # noqa: F401
+from ingest.admin import crawls, deliveries, pages, pushes, sources  # noqa: F401

@@ -4,7 +4,6 @@ ended, and the two ways a fetch ends early."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
 
 from ingest.crawl.fetchers import Fetcher, Response
 from ingest.crawl.links import PageFacts
@@ -57,7 +56,6 @@ class Reached:
     url: str  # where the hops ended, canonical
     response: Response
     chain: list[str]  # every URL asked for, the frontier's first
-    started: datetime
     text: str = ""
     is_html: bool = False
     facts: PageFacts = field(default_factory=PageFacts)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import gzip
 import uuid
-from datetime import datetime
 
 from django.db import transaction
 
@@ -18,7 +17,7 @@ from ingest.crawl.fetchers import http_date, media_type_wanted
 from ingest.crawl.reading import held_links
 from ingest.models import CrawlUrl
 from ingest.queueing import delivery_receive
-from sources.models import Page, Push
+from sources.models import Page
 
 Result = CrawlUrl.Result
 
@@ -71,12 +70,14 @@ def _deliver(
         content_type = f"text/{kind}; charset=utf-8"
     body = reached.text.encode("utf-8")
     rid = f"{ctx.rid_prefix}-{uuid.uuid4().hex}"
+    requested = row.url if reached.url != row.url else ""
     with transaction.atomic():
-        if reached.url != row.url:
-            _push_record(ctx, row, rid, reached.started)
+        if requested:
+            _requested_page(ctx, requested)
         parsed = wire.ParsedDelivery(
             rid=rid,
             url=reached.url,
+            requested_url=requested,
             original_status=response.status,
             crawler_status=200,
             body_format=wire.body_format(content_type),
@@ -100,13 +101,11 @@ def _deliver(
     return delivery_id
 
 
-def _push_record(ctx: Context, row: CrawlUrl, rid: str, started: datetime) -> None:
-    """The URL asked for led elsewhere: its page, and a push naming it, let ingest
-    record the redirect (the page asked for points to the one reached)."""
-    page, _ = Page.objects.get_or_create(
-        url=row.url, defaults={"source_id": ctx.crawl.source_id}
-    )
-    Push.objects.create(rid=rid, page=page, url=row.url, pushed_at=started)
+def _requested_page(ctx: Context, url: str) -> None:
+    """The URL asked for led elsewhere: the delivery names it, and its page (made
+    now if the index has none) is the one the job marks redirected to the URL
+    reached. No push: nothing was sent to Crawlbase."""
+    Page.objects.get_or_create(url=url, defaults={"source_id": ctx.crawl.source_id})
 
 
 def _links_admit(ctx: Context, row: CrawlUrl, links: list[str]) -> None:

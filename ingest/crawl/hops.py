@@ -8,7 +8,6 @@ import time
 from urllib.parse import urljoin, urlsplit
 
 from django.conf import settings
-from django.utils import timezone
 
 from ingest.crawl import claims
 from ingest.crawl.context import Again, Context, Reached, Stop
@@ -32,7 +31,7 @@ Result = CrawlUrl.Result
 def url_follow(ctx: Context, row: CrawlUrl) -> Reached:
     """The claimed URL followed hop by hop to the response it ends in; raises Stop
     (done, nothing to deliver) or Again (to be tried later)."""
-    url, chain, started = row.url, [row.url], timezone.now()
+    url, chain = row.url, [row.url]
     origin = row.origin
     while True:
         _check_hop(ctx, row, url, first=len(chain) == 1)
@@ -49,7 +48,7 @@ def url_follow(ctx: Context, row: CrawlUrl) -> Reached:
                 after=response.retry_after,
                 site_status=response.status,
             )
-        reached = Reached(url=url, response=response, chain=chain, started=started)
+        reached = Reached(url=url, response=response, chain=chain)
         if row.kind == CrawlUrl.Kind.PAGE and response.status == 200:
             page_read(reached)
             canonical = _canonical_target(ctx, reached)

@@ -3,4 +3,4 @@ imports the module of each admin: importing one registers its models."""
 
 from __future__ import annotations
 
-from sources.admin import line_shapes, pages, pushes, sources, versions  # noqa: F401
+from sources.admin import line_shapes, pages, sources, versions  # noqa: F401

@@ -28,8 +28,9 @@ from django.db.models import QuerySet
 from django.utils import timezone
 from psycopg import sql
 
+from ingest.models import Push
 from kbsite.sqlrows import Insert
-from sources.models import Page, Push
+from sources.models import Page
 
 logger = logging.getLogger(__name__)
 
