@@ -177,6 +177,34 @@ def test_a_niced_process_gets_its_database_session_niced_alike(niceness):
     assert result.stdout.strip() == str(niceness)
 
 
+def test_a_session_gets_its_clients_priority_when_a_niced_process_started_the_server(
+    server_tmp_path,
+):
+    # The worker cluster (niced) may be the first to connect, and start the
+    # server: a web server's sessions must not inherit its niceness.
+    root = server_tmp_path / "var"
+    holder = subprocess.Popen(
+        ["nice", "-n", "10", sys.executable, "-c", HOLD, str(root),
+         "CREATE TABLE notes (t text)", "hold"],
+        cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "0"
+        result = subprocess.run(
+            [sys.executable, "-c", SESSION_NICENESS, "kb"],
+            cwd=ROOT, capture_output=True, text=True, timeout=120,
+            env={**os.environ, "KB_VAR_DIR": str(root)},
+        )  # fmt: skip
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait(timeout=60)
+        EmbeddedPostgres.at(root).stop()
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "0"
+
+
 def test_the_server_is_sized_to_the_machine(server_tmp_path):
     """PostgreSQL's 128 MB would not hold the HNSW index of 100,000 chunks, and its
     100 connections not the web workers' of a machine with many cores."""

@@ -36,11 +36,19 @@ class DatabaseWrapper(base.DatabaseWrapper):
         database session niced alike. On the embedded server the session is a
         process of this machine, and much of a page's ingest runs there (text
         search vectors, index inserts), so without this the worker's share of the
-        cores would not yield to the web server's."""
-        niceness = os.nice(0)
-        if niceness <= 0 or self.connection is None:
+        cores would not yield to the web server's.
+
+        The server's processes are niced as the process that started it was:
+        when a niced worker started it first, a web server's sessions get the
+        web server's priority back (where this process may lower a niceness:
+        as root, as the embedded server runs under CI).
+        """
+        if self.connection is None:
             return
+        niceness = os.nice(0)
+        backend = self.connection.info.backend_pid
         try:
-            os.setpriority(os.PRIO_PROCESS, self.connection.info.backend_pid, niceness)
+            if os.getpriority(os.PRIO_PROCESS, backend) != niceness:
+                os.setpriority(os.PRIO_PROCESS, backend, niceness)
         except OSError:
             pass  # not ours to renice: the session keeps the server's priority
