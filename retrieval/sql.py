@@ -307,7 +307,7 @@ def _nearest(
     where, where_params = _where(searchable)
     statement = SQL(
         "SELECT e.{text_hash} AS text_hash, "
-        "(e.{vector}::vector({dims}) <=> %s::vector) AS distance "
+        "(e.{vector}::halfvec({dims}) <=> %s::halfvec({dims})) AS distance "
         "FROM {embeddings} e WHERE e.{space} = %s AND EXISTS "
         "(SELECT 1 FROM {chunks} WHERE {embed_hash} = e.{text_hash} AND {where}) "
         "ORDER BY distance"

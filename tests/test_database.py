@@ -41,15 +41,15 @@ class SchemaTests(TestCase):
 
         assert len(rows) == 1
         major, minor = (int(part) for part in rows[0][0].split(".")[:2])
-        assert (major, minor) >= (0, 6)
+        assert (major, minor) >= (0, 8)
 
     def test_the_active_embedding_space_has_an_hnsw_cosine_index(self):
         space = get_embedder().space
         definition = index_definition(embedding_index_name(space))
 
         assert "USING hnsw" in definition
-        assert "vector_cosine_ops" in definition
-        assert f"vector({get_embedder().dimensions})" in definition
+        assert "halfvec_cosine_ops" in definition
+        assert f"::halfvec({get_embedder().dimensions})" in definition
         assert space in definition
 
     def test_chunk_text_has_a_stored_tsvector_with_a_gin_index(self):
@@ -110,7 +110,13 @@ class SchemaTests(TestCase):
         second = embedding_index_ensure(space="test/other/8", dimensions=8)
 
         assert first == second
-        assert "vector(8)" in index_definition(first)
+        assert "::halfvec(8)" in index_definition(first)
+
+    def test_a_space_of_more_than_2000_dimensions_gets_its_index(self):
+        # text-embedding-3-large's 3,072: over HNSW's 2,000 for single precision.
+        name = embedding_index_ensure(space="openai/large/3072", dimensions=3072)
+
+        assert "::halfvec(3072)" in index_definition(name)
 
 
 class VectorRoundTripTests(TestCase):

@@ -316,3 +316,50 @@ def test_pushes_move_to_ingest_with_every_row_and_back():
     assert schedule.name == "sources: send queued pushes"
     with connection.cursor() as cursor:
         assert "sources_push" in connection.introspection.table_names(cursor)
+
+
+BEFORE_HALF_PRECISION = [("retrieval", "0007_querylog_feedback")]
+
+
+def index_of(name: str) -> str | None:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT indexdef FROM pg_indexes WHERE indexname = %s", [name])
+        row = cursor.fetchone()
+    return row[0] if row else None
+
+
+def test_vector_indexes_move_to_half_precision_and_back(capsys):
+    import hashlib
+
+    from retrieval.models import Embedding, EmbeddingSpace
+    from retrieval.spaces import embedding_index_name
+
+    migrate(BEFORE_HALF_PRECISION)
+    space = EmbeddingSpace.objects.create(
+        name="test/old/8", backend="hashing", model="old", dimensions=8,
+        state="building",
+    )  # fmt: skip
+    Embedding.objects.bulk_create(
+        Embedding(space=space.name, text_hash=f"{n:064x}", vector=[n % 3, 1] + [0] * 6)
+        for n in range(20)
+    )
+    # The index as the last release built it: single precision, the old name.
+    single = f"embedding_hnsw_{hashlib.sha1(space.name.encode()).hexdigest()[:12]}"
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"CREATE INDEX {single} ON retrieval_embedding USING hnsw "
+            "((vector::vector(8)) vector_cosine_ops) WHERE space = 'test/old/8'"
+        )
+
+    migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())
+
+    half = index_of(embedding_index_name(space.name))
+    assert half is not None and "halfvec_cosine_ops" in half and "::halfvec(8)" in half
+    assert index_of(single) is None
+    assert "test/old/8: 20 vectors, index at halfvec" in capsys.readouterr().out
+    assert Embedding.objects.filter(space=space.name).count() == 20
+
+    migrate(BEFORE_HALF_PRECISION)
+
+    assert "vector_cosine_ops" in (index_of(single) or "")
+    assert index_of(embedding_index_name(space.name)) is None
