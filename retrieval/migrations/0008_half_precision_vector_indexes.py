@@ -61,7 +61,7 @@ def _rebuild(apps, schema_editor, *, half: bool) -> None:
             cursor.execute(
                 SQL("DROP INDEX IF EXISTS {}").format(Identifier(old)).as_string()
             )
-            print(f" {time.monotonic() - started:.0f} s", end="", flush=True)
+            print(f" {time.monotonic() - started:.0f} s", flush=True)
 
 
 def to_half(apps, schema_editor) -> None:
