@@ -29,6 +29,11 @@ from sources.models import Page
 
 T = TypeVar("T")
 
+# The type the HNSW indexes hold vectors as, and every search casts to: half
+# precision (see ``retrieval.spaces.embedding_index_ensure``); "vector" is single.
+INDEX_PRECISION = "halfvec"
+INDEX_OPERATORS = {"halfvec": "halfvec_cosine_ops", "vector": "vector_cosine_ops"}
+
 # ts_rank's weights for D (text), C, B, A (heading path) matches.
 RANK_WEIGHTS = [0.4, 0.4, 0.6, 1.0]
 # ts_rank normalization 1: divide by 1 + log(length), so that long chunks do not
@@ -307,13 +312,14 @@ def _nearest(
     where, where_params = _where(searchable)
     statement = SQL(
         "SELECT e.{text_hash} AS text_hash, "
-        "(e.{vector}::halfvec({dims}) <=> %s::halfvec({dims})) AS distance "
+        "(e.{vector}::{precision}({dims}) <=> %s::{precision}({dims})) AS distance "
         "FROM {embeddings} e WHERE e.{space} = %s AND EXISTS "
         "(SELECT 1 FROM {chunks} WHERE {embed_hash} = e.{text_hash} AND {where}) "
         "ORDER BY distance"
     ).format(
         text_hash=column(Embedding, "text_hash"),
         vector=column(Embedding, "vector"),
+        precision=SQL(INDEX_PRECISION),
         dims=Literal(int(dimensions)),
         embeddings=table(Embedding),
         space=column(Embedding, "space"),

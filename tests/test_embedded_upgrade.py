@@ -31,7 +31,18 @@ INDEX_ON_16 = textwrap.dedent(
     from django.db.backends.signals import connection_created
     from kbsite.database_versions import database_versions_check
     connection_created.disconnect(database_versions_check)
-    call_command("migrate", verbosity=0)
+    # Its indexes at single precision (pgvector 0.6.2 has no halfvec), and its
+    # migrations: all but the one that rebuilds them at half precision.
+    from django.core.management.sql import emit_post_migrate_signal
+    from django.db import connection
+    from django.db.migrations.executor import MigrationExecutor
+    from retrieval import sql
+    sql.INDEX_PRECISION = "vector"
+    executor = MigrationExecutor(connection)
+    leaves = executor.loader.graph.leaf_nodes()
+    executor.migrate([node for node in leaves if node[0] != "retrieval"]
+                     + [("retrieval", "0007_querylog_feedback")])
+    emit_post_migrate_signal(0, False, "default")
     from tests.world import harbor_load
     harbor_load()
     from tests.test_embedded_upgrade import counts
@@ -50,7 +61,7 @@ SEARCH_ON_18 = textwrap.dedent(
     from django.db import connection
     from django.test import override_settings
     from retrieval.search import SearchMode, chunks_search
-    from tests.test_embedded_upgrade import counts, vector_version
+    from tests.test_embedded_upgrade import counts, indexes, vector_version
     from ingest.process import delivery_process
     from tests.world import harbor_url, receive_delivery
 
@@ -77,9 +88,21 @@ SEARCH_ON_18 = textwrap.dedent(
         "by_vector": found(RETRIES, SearchMode.VECTOR),
         "by_keyword": found("HB-4042", SearchMode.KEYWORD),
         "new_page_by_vector": found(UPGRADES, SearchMode.VECTOR),
+        "indexes": indexes(),
     }))
     """
 )
+
+
+def indexes() -> list[str]:
+    """The vector indexes' definitions, as a subprocess reports them."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT indexdef FROM pg_indexes WHERE indexdef LIKE '%USING hnsw%'"
+        )
+        return [row[0] for row in cursor.fetchall()]
 
 
 def counts() -> dict[str, int]:
@@ -191,8 +214,9 @@ def test_a_var_made_by_postgresql_16_is_upgraded_and_all_of_it_stays_searchable(
         old.stop()
     assert on_16["Chunk"] > 0 and on_16["Embedding"] > 0 and on_16["Delivery"] == 10
 
-    after = json.loads(python(SEARCH_ON_18, KB_VAR_DIR=str(root),
-                              EMBEDDED_DB_NAME="kb"))  # fmt: skip
+    printed = python(SEARCH_ON_18, KB_VAR_DIR=str(root), EMBEDDED_DB_NAME="kb")
+    *migrated, last = printed.strip().splitlines()
+    after = json.loads(last)
 
     server = EmbeddedPostgres.at(root)
     assert after["server"] // 10000 == int(major_version()) == 18
@@ -205,6 +229,9 @@ def test_a_var_made_by_postgresql_16_is_upgraded_and_all_of_it_stays_searchable(
     assert "https://docs.harbor.example/retries/" in after["by_vector"]
     assert after["by_keyword"][0] == "https://docs.harbor.example/errors/"
     assert after["new_page_by_vector"][0] == "https://docs.harbor.example/upgrades/"
+    (index,) = after["indexes"]
+    assert "halfvec_cosine_ops" in index, "migrate rebuilds it at half precision"
+    assert any("vectors, index at halfvec" in line for line in migrated), migrated
     (kept,) = kept_dirs(server)
     assert kept.startswith("data-16-")
     assert (server.home / kept / "PG_VERSION").read_text().strip() == "16"

@@ -1,5 +1,5 @@
-"""Each embedding space's HNSW index rebuilt at half precision (``halfvec``): half
-the size, the same recall, up to 4,000 dimensions. The vectors themselves stay
+"""Each embedding space's HNSW index rebuilt at half precision (``halfvec``): 57 %
+of the size, about the same recall, up to 4,000 dimensions. The vectors stay
 whole in the table. Not atomic: each space's new index is built before its old one
 is dropped, so a migration cut short leaves every space searchable, and running it
 again goes on where it stopped."""
