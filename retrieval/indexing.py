@@ -167,8 +167,7 @@ def _vectors_hold(drafts: list[ChunkDraft]) -> None:
         cursor.execute("SELECT pg_advisory_xact_lock_shared(%s)", [PRUNE_LOCK])
     texts = embed_texts(drafts)
     for embedder in ingest_embedders():
-        if embeddings_missing(space=embedder.space, hashes=set(texts)):
-            embeddings_ensure(texts=texts, embedder=embedder)
+        embeddings_ensure(texts=texts, embedder=embedder)  # none missing: one query
 
 
 def embeddings_prune(*, older_than: timedelta = PRUNE_AFTER) -> int:
