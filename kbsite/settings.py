@@ -1,5 +1,5 @@
 """Settings for the knowledge base. Every value comes from an environment variable;
-the README lists them all with their defaults."""
+docs/operations.md lists them all with their defaults."""
 
 from __future__ import annotations
 

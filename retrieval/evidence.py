@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from retrieval.keywords import QueryTerms
 
 # Share of the question's weight one chunk must hold: measured on the PostgreSQL
-# manual's golden set (see the README), where 0.6 kept every answerable question
+# manual's golden set (see docs/quality.md), where 0.6 kept every answerable question
 # but one and let no unanswerable one through.
 LEXICAL_COVERAGE = 0.6
 # Keyword hits looked at, best first.

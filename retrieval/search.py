@@ -37,7 +37,7 @@ from sources.models import Caller
 
 # Reciprocal rank fusion: each list adds weight / (RRF_K + rank). The constant and
 # the weights were tuned on the PostgreSQL manual's golden set and checked on the
-# Python documentation's (see the README). The vector list counts less when its
+# Python documentation's (see docs/quality.md). The vector list counts less when its
 # best hit is under the floor (its order is then about as telling as that of
 # unrelated words), and least in a space with no floor (hashed words: the keyword
 # list says the same, better).

@@ -28,10 +28,10 @@ def embedding_index_ensure(*, space: str, dimensions: int) -> str:
     The vector column has no fixed size, so the index is on the column cast to this
     space's size, limited to this space's rows. It holds the vectors at half
     precision (``halfvec``, ``retrieval.sql.INDEX_PRECISION``): 57 % of the size
-    of single precision at about the same recall and speed (README,
-    *Benchmarks*), and up to 4,000 dimensions instead of 2,000. The table keeps
-    them whole. Queries use the same cast and filter
-    (``retrieval.sql.nearest_statement``) so that PostgreSQL picks this index.
+    of single precision at about the same recall and speed (docs/benchmarks.md),
+    and up to 4,000 dimensions instead of 2,000. The table keeps them whole.
+    Queries use the same cast and filter (``retrieval.sql.nearest_statement``) so
+    that PostgreSQL picks this index.
     """
     name = embedding_index_name(space)
     statement = SQL(

@@ -1,7 +1,7 @@
 """Every statement a search runs, in one place.
 
 A search's queries are written by hand, because compiling the ORM's took longer
-than running them (see the README). So that a model change breaks them in a test
+than running them (see docs/benchmarks.md). So that a model change breaks them in a test
 and not at run time, they are composed here only: table and column names from the
 models' ``_meta`` through ``psycopg.sql``, values always as parameters, and rows
 returned by name (dataclasses built from ``cursor.description``). Callers give
@@ -40,8 +40,8 @@ RANK_WEIGHTS = [0.4, 0.4, 0.6, 1.0]
 # win by size alone.
 RANK_NORMALIZATION = 1
 # Saturation of a term's rank: rank / (rank + this). On both golden sets with the
-# local model (README), 0.2 against 0.1 moved hybrid MRR from 0.792 to 0.809 (pg)
-# and 0.777 to 0.788 (py), recall@5 unchanged; 0.05 and 0.3 did worse.
+# local model (docs/quality.md), 0.2 against 0.1 moved hybrid MRR from 0.792 to
+# 0.809 (pg) and 0.777 to 0.788 (py), recall@5 unchanged; 0.05 and 0.3 did worse.
 RANK_SATURATION = 0.2
 # The share of a term's weight a chunk gets for holding it at all, the rest going
 # by its saturated rank. ts_rank divides by the chunk's length, so a rare
