@@ -115,7 +115,6 @@ def fill(chunks: int, paragraphs: list[str], headings: list[str]) -> None:
     print()
     started = time.perf_counter()
     with connection.cursor() as cursor:
-        cursor.execute("SET maintenance_work_mem = '1GB'")
         cursor.execute("ANALYZE")
     embedding_index_ensure(space=embedder.space, dimensions=embedder.dimensions)
     print(f"HNSW index built in {time.perf_counter() - started:.0f} s")

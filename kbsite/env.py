@@ -8,6 +8,7 @@ files (Docker and Kubernetes secrets) instead of the environment.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable
 
 from django.core.exceptions import ImproperlyConfigured
@@ -100,3 +101,19 @@ def env_optional_float(name: str, *, minimum: float, maximum: float) -> float | 
     if not env_str(name):
         return None
     return env_float(name, 0.0, minimum=minimum, maximum=maximum)
+
+
+MEMORY_UNITS = ("kB", "MB", "GB", "TB")
+MEMORY = re.compile(r"\d+(?:kB|MB|GB|TB)")
+
+
+def env_memory(name: str, default: str) -> str:
+    """``NAME`` as a PostgreSQL memory size, e.g. ``512MB`` or ``2GB`` (its own
+    units, case and all: PostgreSQL refuses ``2gb``)."""
+    value = env_str(name, default) or default
+    if not MEMORY.fullmatch(value):
+        raise ImproperlyConfigured(
+            f"{name}={value!r} is not a memory size such as 512MB or 2GB "
+            f"(a whole number and one of {', '.join(MEMORY_UNITS)})"
+        )
+    return value

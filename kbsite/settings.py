@@ -13,6 +13,7 @@ from kbsite.env import (
     env_float,
     env_int,
     env_list,
+    env_memory,
     env_optional_float,
     env_secret,
     env_str,
@@ -256,13 +257,18 @@ EMBEDDING_BACKEND = env_choice(
     "EMBEDDING_BACKEND", "openai" if OPENAI_API_KEY else "local", EMBEDDING_DEFAULTS
 )
 EMBEDDING_MODEL = env_str("EMBEDDING_MODEL") or EMBEDDING_DEFAULTS[EMBEDDING_BACKEND][0]
-# pgvector's HNSW index takes at most 2,000 dimensions.
+# pgvector's HNSW index takes at most 4,000 dimensions at half precision (the
+# product's, retrieval.sql.INDEX_PRECISION), 2,000 at single.
 EMBEDDING_DIMENSIONS = env_int(
     "EMBEDDING_DIMENSIONS",
     EMBEDDING_DEFAULTS[EMBEDDING_BACKEND][1],
     minimum=1,
-    maximum=2000,
+    maximum=4000,
 )
+# The memory an HNSW index build may take (PostgreSQL's maintenance_work_mem for
+# that statement alone). A graph that outgrows it is built far more slowly; the
+# server's default, 64MB, holds about 40,000 vectors of 384 dimensions.
+INDEX_BUILD_MEMORY = env_memory("INDEX_BUILD_MEMORY", "1GB")
 # The most tokens (of the model's own tokenizer) one vector stands for; a longer
 # text gets several vectors. 0: what the model reads (see retrieval.windows).
 EMBEDDING_MAX_INPUT_TOKENS = env_int("EMBEDDING_MAX_INPUT_TOKENS", 0, minimum=0)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -48,9 +50,26 @@ def embedding_index_ensure(*, space: str, dimensions: int) -> str:
         space=column(Embedding, "space"),
         value=Literal(space),
     )
-    with connection.cursor() as cursor:
+    with connection.cursor() as cursor, index_build_memory(cursor):
         cursor.execute(statement.as_string(cursor.connection))
     return name
+
+
+@contextmanager
+def index_build_memory(cursor) -> Iterator[None]:
+    """The session's ``maintenance_work_mem`` at INDEX_BUILD_MEMORY for the block:
+    pgvector builds an HNSW graph in that memory, and far more slowly once the
+    graph outgrows it. Set and reset, not ``SET LOCAL``: a build may run outside a
+    transaction (a migration that is not atomic)."""
+    cursor.execute(
+        SQL("SET maintenance_work_mem = {}")
+        .format(Literal(settings.INDEX_BUILD_MEMORY))
+        .as_string(cursor.connection)
+    )
+    try:
+        yield
+    finally:
+        cursor.execute("RESET maintenance_work_mem")
 
 
 def nearest_similarities(

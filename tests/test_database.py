@@ -1,14 +1,21 @@
 from __future__ import annotations
 
+import random
+
 from django.conf import settings
 from django.db import connection, transaction
-from django.test import TestCase
+from django.test import TestCase, override_settings
 
 from retrieval.embeddings import get_embedder
 from retrieval.models import Chunk, Embedding
 from retrieval.search import HNSW_EF_SEARCH
 from retrieval.searchable import searchable_chunks
-from retrieval.spaces import embedding_index_ensure, embedding_index_name
+from retrieval.spaces import (
+    embedding_index_drop,
+    embedding_index_ensure,
+    embedding_index_name,
+    index_build_memory,
+)
 from retrieval.sql import nearest_statement
 from sources.models import Page, Source
 
@@ -117,6 +124,53 @@ class SchemaTests(TestCase):
         name = embedding_index_ensure(space="openai/large/3072", dimensions=3072)
 
         assert "::halfvec(3072)" in index_definition(name)
+
+
+class IndexBuildMemoryTests(TestCase):
+    SPACE = "test/build-memory/64"
+
+    @classmethod
+    def setUpTestData(cls):
+        rng = random.Random(5)
+        Embedding.objects.bulk_create(
+            Embedding(space=cls.SPACE, text_hash=f"{n:064x}",
+                      vector=[rng.uniform(-1, 1) for _ in range(64)])
+            for n in range(3000)
+        )  # fmt: skip
+
+    def notices_of_a_build(self) -> list[str]:
+        notices: list[str] = []
+
+        def heard(diagnostic) -> None:
+            notices.append(diagnostic.message_primary)
+
+        connection.ensure_connection()
+        connection.connection.add_notice_handler(heard)
+        try:
+            embedding_index_ensure(space=self.SPACE, dimensions=64)
+        finally:
+            connection.connection.remove_notice_handler(heard)
+        return notices
+
+    def test_an_index_is_built_in_the_memory_the_setting_gives(self):
+        # pgvector says when the graph outgrows maintenance_work_mem: 3,000
+        # vectors do at 1MB, not at the default setting's 1GB.
+        with override_settings(INDEX_BUILD_MEMORY="1MB"):
+            small = self.notices_of_a_build()
+        embedding_index_drop(space=self.SPACE)
+        large = self.notices_of_a_build()
+
+        assert any("maintenance_work_mem" in notice for notice in small), small
+        assert not any("maintenance_work_mem" in notice for notice in large), large
+
+    def test_the_session_gets_its_own_memory_back_after_a_build(self):
+        before = fetch("SHOW maintenance_work_mem")
+        with connection.cursor() as cursor:
+            with override_settings(INDEX_BUILD_MEMORY="300MB"):
+                with index_build_memory(cursor):
+                    assert fetch("SHOW maintenance_work_mem") == [("300MB",)]
+
+        assert fetch("SHOW maintenance_work_mem") == before != [("300MB",)]
 
 
 class VectorRoundTripTests(TestCase):

@@ -6,7 +6,14 @@ import sys
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from kbsite.env import env_bool, env_choice, env_int, env_list, env_secret
+from kbsite.env import (
+    env_bool,
+    env_choice,
+    env_int,
+    env_list,
+    env_memory,
+    env_secret,
+)
 from retrieval.embeddings import build_embedder
 from tests.conftest import ROOT, subprocess_env
 
@@ -29,6 +36,31 @@ def test_a_bad_embedding_backend_stops_start_up_with_a_message_naming_it():
     assert "ImproperlyConfigured" in result.stderr
     assert "EMBEDDING_BACKEND='bogus' is not one of: hashing, local, openai" in (
         result.stderr
+    )
+
+
+@pytest.mark.parametrize("value", ["64MB", "512kB", "2GB", "1TB", " 1GB "])
+def test_a_memory_size_in_postgresqls_units_is_taken(monkeypatch, value):
+    monkeypatch.setenv("INDEX_BUILD_MEMORY", value)
+
+    assert env_memory("INDEX_BUILD_MEMORY", "1GB") == value.strip()
+
+
+@pytest.mark.parametrize("value", ["2gb", "1.5GB", "1 GB", "lots", "-1GB", "1024"])
+def test_a_memory_size_postgresql_would_refuse_is_refused_naming_it(monkeypatch, value):
+    monkeypatch.setenv("INDEX_BUILD_MEMORY", value)
+
+    with pytest.raises(ImproperlyConfigured, match=r"INDEX_BUILD_MEMORY=.*512MB"):
+        env_memory("INDEX_BUILD_MEMORY", "1GB")
+
+
+def test_vectors_up_to_what_a_half_precision_index_takes_are_accepted():
+    assert run_check(EMBEDDING_BACKEND="hashing", EMBEDDING_DIMENSIONS="4000")\
+        .returncode == 0  # fmt: skip
+    refused = run_check(EMBEDDING_BACKEND="hashing", EMBEDDING_DIMENSIONS="4001")
+
+    assert "EMBEDDING_DIMENSIONS=4001 must be at least 1 and at most 4000" in (
+        refused.stderr
     )
 
 
