@@ -3,7 +3,9 @@
 - the PostgreSQL 15 manual (``postgresql-doc-15``, 1,168 DocBook pages: all but
   the alphabetical index),
 - the Python 3.11 documentation (``python3.11-doc``, 493 Sphinx pages: the whole
-  site but its generated indexes, search page and full table of contents).
+  site but its generated indexes, search page and full table of contents),
+- the Sphinx 5.3 documentation (``sphinx-doc``, 93 Sphinx pages: the same pages
+  left out as for Python).
 
 Each package is downloaded with ``apt-get download`` and unpacked under
 ``bench/data/`` (git-ignored) on first use.
@@ -61,6 +63,14 @@ PYTHON = Corpus(
     package="python3.11-doc",
     html_dir="usr/share/doc/python3.11/html",
     base_url="https://docs.python.org/3.11/",
+    pattern="**/*.html",
+    skip=("genindex", "py-modindex", "search.html", "contents.html"),
+)
+SPHINX = Corpus(
+    name="Sphinx 5.3 documentation",
+    package="sphinx-doc",
+    html_dir="usr/share/doc/sphinx-doc/html",
+    base_url="https://www.sphinx-doc.org/en/5.x/",
     pattern="**/*.html",
     skip=("genindex", "py-modindex", "search.html", "contents.html"),
 )
