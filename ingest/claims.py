@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from django.db import Error, connection
 from django.utils import timezone
 
+from ingest import sql
 from ingest.models import Delivery
 
 # pg_try_advisory_lock(space, key) space of delivery runs ("kbdl").
@@ -45,31 +46,22 @@ def delivery_held(delivery: Delivery) -> Iterator[bool]:
 
 def deliveries_held(ids: Iterable[int]) -> set[int]:
     """Those of these deliveries a live run holds, in whichever session."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT objid::bigint FROM pg_locks WHERE locktype = 'advisory' "
-            "AND classid = %s::oid AND objsubid = 2 AND granted AND database = "
-            "(SELECT oid FROM pg_database WHERE datname = current_database())",
-            [LOCK_SPACE],
-        )
-        keys = {row[0] for row in cursor.fetchall()}
+    keys = sql.advisory_keys_held(space=LOCK_SPACE)
     return {pk for pk in ids if pk % KEYS in keys}
 
 
-def _key(pk: int) -> tuple[int, int]:
+def _key(pk: int) -> int:
+    """The delivery's key in LOCK_SPACE: its id modulo KEYS, as a signed int4."""
     key = pk % KEYS
-    return LOCK_SPACE, key - KEYS if key >= KEYS // 2 else key
+    return key - KEYS if key >= KEYS // 2 else key
 
 
 def _take(pk: int) -> bool:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", _key(pk))
-        return bool(cursor.fetchone()[0])
+    return sql.advisory_lock_take(space=LOCK_SPACE, key=_key(pk))
 
 
 def _let_go(pk: int) -> None:
     try:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_unlock(%s, %s)", _key(pk))
+        sql.advisory_lock_release(space=LOCK_SPACE, key=_key(pk))
     except Error:
         pass  # the session is gone (the database restarted), and its lock with it

@@ -52,7 +52,7 @@ class Push(models.Model):
         "sources.Page", on_delete=models.CASCADE, related_name="pushes"
     )
     url = models.URLField("URL", max_length=2048)
-    # Pushes are queued by hand-written SQL (ingest.pushing), which leaves the
+    # Pushes are queued by hand-written SQL (ingest.sql), which leaves the
     # state, the time, the attempts and the error to their db_default.
     state = models.CharField(
         max_length=20,
@@ -211,7 +211,7 @@ class Delivery(models.Model):
         null=True, blank=True, help_text="When a failed attempt will be tried again."
     )
     state = models.CharField(max_length=20, choices=State.choices, default=State.QUEUED)
-    # The webhook's INSERT (ingest.queueing) leaves these to their db_default.
+    # The webhook's INSERT (ingest.sql) leaves these to their db_default.
     attempts = models.PositiveSmallIntegerField(default=0, db_default=0)
     embedding_requests = models.PositiveIntegerField(default=0, db_default=0)
     embedding_tokens = models.PositiveIntegerField(
@@ -430,7 +430,7 @@ class CrawlUrl(models.Model):
     kind = models.CharField(max_length=10, choices=Kind.choices, default=Kind.PAGE)
     depth = models.PositiveSmallIntegerField(default=0)
     state = models.CharField(max_length=10, choices=State.choices, default=State.QUEUED)
-    # A page put back into a crawl by hand-written SQL (ingest.crawl.admission)
+    # A page put back into a crawl by hand-written SQL (ingest.sql)
     # starts with the db_default of its result, error and attempts.
     result = models.CharField(
         max_length=20, choices=Result.choices, blank=True, default="", db_default=""
@@ -473,7 +473,7 @@ class CrawlHost(models.Model):
     """What the crawler knows about one site origin: its robots.txt and when the
     next request to it may start (shared by every worker and every crawl)."""
 
-    # Rows are also inserted by hand-written SQL (ingest.crawl.claims), which
+    # Rows are also inserted by hand-written SQL (ingest.sql), which
     # leaves robots_txt, delay and pause_reason to their db_default.
     origin = models.CharField(max_length=300, unique=True)
     robots_txt = models.TextField(blank=True, default="", db_default="")

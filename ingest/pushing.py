@@ -22,14 +22,11 @@ from urllib.error import URLError
 import crawlbase.base_api
 from crawlbase import CrawlingAPI
 from django.conf import settings
-from django.core.exceptions import EmptyResultSet
-from django.db import connection
 from django.db.models import QuerySet
 from django.utils import timezone
-from psycopg import sql
 
+from ingest import sql
 from ingest.models import Push
-from kbsite.sqlrows import Insert
 from sources.models import Page
 
 logger = logging.getLogger(__name__)
@@ -39,18 +36,6 @@ SENDER_LOCK = 0x6B62_7075
 # A push refused this many times (429, 5xx, network) is given up.
 MAX_ATTEMPTS = 8
 BACKOFF_MAX_SECONDS = 60.0
-# A push queued for each page ``{chosen}`` (id, url) unless one is in flight (the
-# condition of push_one_in_flight_per_page); the rest of the row is the database's
-# defaults. Answers (queued, chosen).
-PUSHES_INSERT = Insert(
-    Push,
-    ("page", "url"),
-    "WITH chosen AS ({chosen}), added AS ("
-    "INSERT INTO {table} ({columns}) SELECT chosen.id, chosen.url FROM chosen "
-    "ON CONFLICT ({page}) WHERE {state} IN ('queued', 'sent') DO NOTHING "
-    "RETURNING 1) "
-    "SELECT (SELECT count(*) FROM added), (SELECT count(*) FROM chosen)",
-)
 
 
 @dataclass
@@ -68,16 +53,16 @@ class PushReport:
 
 
 def pages_push_queue(*, pages: QuerySet[Page]) -> tuple[int, int]:
-    """Queue a push for each of these pages that has none in flight, in one
-    statement. Returns (queued, skipped because a push is in flight)."""
-    try:
-        query, params = pages.values_list("id", "url").query.sql_with_params()
-    except EmptyResultSet:  # no page at all, e.g. a source without seeds
+    """Queue a push for each of these pages that has none in flight: their ids are
+    read, then one statement queues them all. Returns (queued, skipped because a
+    push is in flight)."""
+    # The ids in the queryset's order, so that the pages chosen first (the most
+    # overdue, for the planner) get the first pushes and are sent first.
+    page_ids = list(pages.values_list("id", flat=True))
+    if not page_ids:  # no page at all, e.g. a source without seeds
         return 0, 0
-    with connection.cursor() as cursor:
-        cursor.execute(PUSHES_INSERT.statement(chosen=sql.SQL(query)), params)
-        queued, chosen = cursor.fetchone()
-    return queued, chosen - queued
+    pushes = sql.pushes_insert(page_ids=page_ids)
+    return pushes.queued, pushes.chosen - pushes.queued
 
 
 def pushes_expire(*, now: datetime) -> int:
@@ -116,10 +101,9 @@ def pushes_send(
 
 
 def _lock(take: bool) -> bool:
-    function = "pg_try_advisory_lock" if take else "pg_advisory_unlock"
-    with connection.cursor() as cursor:
-        cursor.execute(f"SELECT {function}(%s)", [SENDER_LOCK])
-        return bool(cursor.fetchone()[0])
+    if take:
+        return sql.advisory_lock_take(key=SENDER_LOCK)
+    return sql.advisory_lock_release(key=SENDER_LOCK)
 
 
 def _send_all(

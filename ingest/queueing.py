@@ -9,19 +9,17 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import connection, connections, transaction
+from django.db import connection, transaction
 from django.utils import timezone
 from django_q.brokers import get_broker
 from django_q.brokers.orm import ORM
 from django_q.conf import Conf
 from django_q.models import OrmQ, Schedule
 from django_q.tasks import async_task, schedule
-from psycopg import sql
 
-from ingest import wire
+from ingest import sql, wire
 from ingest.claims import deliveries_held
-from ingest.models import Delivery, Push
-from kbsite.sqlrows import Insert, column, table
+from ingest.models import Delivery
 from sources.scope import source_for_url
 
 logger = logging.getLogger(__name__)
@@ -32,28 +30,6 @@ ERROR_CHARS = 300
 QUOTED = re.compile(r'"([^"]*)(?:"|$)')
 # What PostgreSQL quotes besides values: names of at most 63 bytes.
 IDENTIFIER = re.compile(r"[A-Za-z_][\w$.]{0,62}")
-
-# A delivery as it arrives; its counts, outcome and error start as the database's
-# defaults. A repeated rid inserts nothing and returns no row.
-DELIVERY_INSERT = Insert(
-    Delivery,
-    ("rid", "url", "original_status", "crawler_status", "content_type", "etag",
-     "last_modified", "site_modified_at", "requested_url", "push", "body",
-     "body_bytes", "received_at", "queued_at", "state"),
-    "INSERT INTO {table} ({columns}) VALUES {values} "
-    "ON CONFLICT ({rid}) DO NOTHING RETURNING {id}",
-    values={
-        "push": sql.SQL("(SELECT {id} FROM {table} WHERE {rid} = %s)").format(
-            id=column(Push, "pk"), table=table(Push), rid=column(Push, "rid")
-        )
-    },
-)  # fmt: skip
-# A job on django-q2's ORM queue, as its broker writes it.
-JOB_INSERT = Insert(
-    OrmQ,
-    ("key", "payload", "lock"),
-    "INSERT INTO {table} ({columns}) VALUES {values} RETURNING {id}",
-)
 
 
 def delivery_receive(
@@ -67,7 +43,7 @@ def delivery_receive(
     ``ON CONFLICT DO NOTHING``: no failed INSERT, so no body in the database's log.
     """
     now = timezone.now()
-    values = DELIVERY_INSERT.params(
+    delivery = sql.NewDelivery(
         rid=parsed.rid,
         url=parsed.url,
         original_status=parsed.original_status,
@@ -77,7 +53,6 @@ def delivery_receive(
         last_modified=parsed.last_modified[:100],
         site_modified_at=parsed.site_modified_at,
         requested_url=parsed.requested_url[:2048],
-        push=parsed.rid,  # the push this delivery answers, if there is one
         body=raw,
         body_bytes=len(raw),
         received_at=now,
@@ -85,12 +60,10 @@ def delivery_receive(
         state=Delivery.State.QUEUED,
     )
     with transaction.atomic():
-        with connection.cursor() as cursor:
-            cursor.execute(DELIVERY_INSERT.sql, values)
-            row = cursor.fetchone()
-        if row is not None:
-            delivery_enqueue(delivery_id=row[0], rid=parsed.rid)
-            return row[0], True
+        delivery_id = sql.delivery_insert(delivery=delivery)
+        if delivery_id is not None:
+            delivery_enqueue(delivery_id=delivery_id, rid=parsed.rid)
+            return delivery_id, True
     existing = Delivery.objects.filter(rid=parsed.rid).values_list("pk", flat=True)
     return existing.get(), False
 
@@ -102,12 +75,9 @@ class _RowBroker(ORM):
     time under load; the row written is the same."""
 
     def enqueue(self, task) -> int:
-        with connections[Conf.ORM].cursor() as cursor:
-            cursor.execute(
-                JOB_INSERT.sql,
-                JOB_INSERT.params(key=self.list_key, payload=task, lock=timezone.now()),
-            )
-            return cursor.fetchone()[0]
+        return sql.job_insert(
+            using=Conf.ORM, key=self.list_key, payload=task, lock=timezone.now()
+        )
 
 
 def delivery_enqueue(*, delivery_id: int, rid: str) -> None:
@@ -249,9 +219,7 @@ class _Jobs:
 
 def _delivery_jobs() -> _Jobs:
     """Read after the deliveries, so that a job queued in between is seen."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_postmaster_start_time()")
-        (started,) = cursor.fetchone()
+    started = sql.postmaster_started_at()
     # The broker's clock: a worker that takes a job sets its lock to now + Q_RETRY.
     now = timezone.now()
     taken_since = started + timedelta(seconds=settings.Q_RETRY)

@@ -12,11 +12,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 from django_q.tasks import async_task
 
+from ingest import sql
 from ingest.crawl.services import crawl_start, page_fetch_queue
 from ingest.models import Push
 from ingest.pushing import pages_push_queue, pushes_expire
@@ -157,6 +158,4 @@ def pushes_send_soon() -> None:
 
 
 def _planner_lock() -> bool:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_try_advisory_xact_lock(%s)", [PLANNER_LOCK])
-        return bool(cursor.fetchone()[0])
+    return sql.advisory_xact_lock_take(key=PLANNER_LOCK)

@@ -6,6 +6,7 @@ from django.core.management import call_command
 from django.db import connections
 from django.db.backends.signals import connection_created
 from django.db.models.signals import post_migrate, pre_migrate
+from psycopg.sql import SQL, Identifier
 
 from kbsite.database_versions import (
     database_versions_check,
@@ -23,7 +24,9 @@ def _ensure_cache_table(sender: AppConfig, *, using: str, **kwargs) -> None:
     table = settings.CACHES["default"]["LOCATION"]
     with connections[using].cursor() as cursor:
         # A no-op for a table that is unlogged already.
-        cursor.execute(f'ALTER TABLE "{table}" SET UNLOGGED')
+        cursor.execute(
+            SQL("ALTER TABLE {} SET UNLOGGED").format(Identifier(table)).as_string()
+        )
 
 
 class KbsiteConfig(AppConfig):

@@ -3,20 +3,17 @@ from __future__ import annotations
 import re
 from datetime import datetime, timedelta
 
-from django.contrib.auth import get_user_model
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.contrib.auth.models import AnonymousUser, Group
 from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
 from django.core.exceptions import ValidationError
-from django.db import connection, models
+from django.db import models
 from django.db.models import ExpressionWrapper, F, Func, Q, Value
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Coalesce
 from django.utils import timezone
-from psycopg.sql import SQL, Identifier
 
-from kbsite.sqlrows import column, many_to_many
 from sources import schedule
 from sources.change_rate import CHECKS_KEPT
 
@@ -35,59 +32,26 @@ def sees_every_source(user: Caller) -> bool:
     return user is None or getattr(user, "is_superuser", False)
 
 
-def _visible_sources_sql(user: Caller) -> tuple[str, list]:
-    """SELECT of the ids of the sources ``user`` (not a superuser) may see: open to
-    everyone (no allowed groups) or to one of the user's groups.
-
-    The one definition of who sees what: ``SourceQuerySet.visible_to`` (the
-    admin, the feeds) and ``source_ids_visible_to`` (a search) both use it.
-    Names come from the models through ``psycopg.sql``.
-    """
-    allowed, source, group = many_to_many(Source, "allowed_groups")
-    source_id = column(Source, "pk", "s")
-    condition = SQL("{} NOT IN (SELECT {} FROM {})").format(
-        source_id, Identifier(source), Identifier(allowed)
-    )
-    params: list = []
-    if user is not None and user.is_authenticated:
-        membership, member, member_group = many_to_many(get_user_model(), "groups")
-        in_a_group = SQL(
-            "{} IN (SELECT {} FROM {} a JOIN {} m ON {} = {} WHERE {} = %s)"
-        ).format(
-            source_id,
-            Identifier("a", source),
-            Identifier(allowed),
-            Identifier(membership),
-            Identifier("m", member_group),
-            Identifier("a", group),
-            Identifier("m", member),
-        )
-        condition = SQL("({} OR {})").format(condition, in_a_group)
-        params.append(user.pk)
-    statement = SQL("SELECT {} FROM {} s WHERE {}").format(
-        source_id, Identifier(Source._meta.db_table), condition
-    )
-    return statement.as_string(), params
-
-
 def source_ids_visible_to(user: Caller) -> list[int] | None:
     """The ids of the sources ``user`` may see; None for every source (the system,
     superusers). One small query, so that a search can name its sources as a list
     the planner estimates from its statistics (see ``retrieval.searchable``)."""
     if sees_every_source(user):
         return None
-    statement, params = _visible_sources_sql(user)
-    with connection.cursor() as cursor:
-        cursor.execute(f"{statement} ORDER BY 1", params)
-        return [row[0] for row in cursor.fetchall()]
+    from sources import sql  # not at import: it composes from this module's models
+
+    return sql.visible_source_ids(user=user)
 
 
 class SourceQuerySet(models.QuerySet["Source"]):
     def visible_to(self, user: Caller) -> SourceQuerySet:
-        """Sources open to everyone or to one of the user's groups."""
+        """Sources open to everyone or to one of the user's groups: the same
+        SELECT as a search's (``sources.sql``)."""
         if sees_every_source(user):
             return self
-        return self.filter(pk__in=RawSQL(*_visible_sources_sql(user)))
+        from sources import sql  # not at import: it composes from this module's models
+
+        return self.filter(pk__in=RawSQL(*sql.visible_source_ids_select(user=user)))
 
     def hidden_from(self, user: Caller) -> SourceQuerySet:
         """The sources ``user`` may not see: none for the system and superusers."""

@@ -17,10 +17,9 @@ import math
 from datetime import datetime, timedelta
 from typing import cast
 
-from django.db import connection
 from django.utils import timezone
 
-from sources import schedule
+from sources import schedule, sql
 from sources.day_plan import SPENDING_DAYS
 from sources.models import HOUR, Page, Source
 
@@ -84,14 +83,7 @@ def pages_retime(*, source: Source, now: datetime) -> int:
         due.append(max(now, cast(datetime, verified) + HOUR * interval))
     if not ids:
         return 0
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"UPDATE {Page._meta.db_table} p SET next_crawl_at = v.due "
-            "FROM unnest(%s::bigint[], %s::timestamptz[]) AS v(id, due) "
-            "WHERE p.id = v.id",
-            [ids, due],
-        )
-        return cursor.rowcount
+    return sql.pages_next_crawl_set(ids=ids, due=due)
 
 
 def checks_since(verified: datetime | None, hours: list[float], since: datetime) -> int:

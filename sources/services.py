@@ -5,20 +5,10 @@ from __future__ import annotations
 import math
 
 from django.conf import settings
-from django.db import connection
 from django.db.models import F
 
-from kbsite.sqlrows import Insert
+from sources import sql
 from sources.models import LineShape, Page, Source
-
-# One page more with each of these shapes: one statement, and no lost update when
-# two pages add the same shape at once.
-SHAPES_INSERT = Insert(
-    LineShape,
-    ("source", "shape", "pages", "example"),
-    "INSERT INTO {table} ({columns}) VALUES {values} "
-    "ON CONFLICT ({source}, {shape}) DO UPDATE SET {pages} = {table}.{pages} + 1",
-)
 
 
 def source_common_shapes(*, source: Source) -> set[int]:
@@ -55,7 +45,7 @@ def page_shapes_record(*, page: Page, shapes: dict[int, str]) -> None:
     old, new = set(page.line_shapes), set(shapes)
     added, removed = new - old, old - new
     if removed:
-        # Locks taken in shape order, as the insert below does: no deadlocks.
+        # Locks taken in shape order, as the count's insert does: no deadlocks.
         rows = LineShape.objects.filter(source_id=page.source_id, shape__in=removed)
         locked = rows.order_by("shape").select_for_update().values("pk")
         LineShape.objects.filter(pk__in=locked).update(pages=F("pages") - 1)
@@ -65,10 +55,5 @@ def page_shapes_record(*, page: Page, shapes: dict[int, str]) -> None:
 
 
 def _increment(source_id: int, shapes: dict[int, str]) -> None:
-    params = []
-    for shape in sorted(shapes):  # locks taken in shape order
-        params += SHAPES_INSERT.params(
-            source=source_id, shape=shape, pages=1, example=shapes[shape][:300]
-        )
-    with connection.cursor() as cursor:
-        cursor.execute(SHAPES_INSERT.statement(rows=len(shapes)), params)
+    examples = {shape: line[:300] for shape, line in shapes.items()}
+    sql.line_shapes_count_up(source_id=source_id, examples=examples)

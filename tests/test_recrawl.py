@@ -85,6 +85,19 @@ def test_due_selection_honours_each_pages_own_time_and_tombstones(source):
 
 
 @pytest.mark.django_db
+def test_the_most_overdue_pages_get_the_first_pushes(source):
+    now = timezone.now()
+    for path, hours in [("/a/", 1), ("/b/", 3), ("/c/", 2)]:
+        overdue = now - timedelta(hours=hours)
+        make_page(source, path, status="live", next_crawl_at=overdue)
+
+    recrawl_due(now=now)
+
+    sent_first = Push.objects.order_by("queued_at", "pk").values_list("url", flat=True)
+    assert list(sent_first) == [f"{SITE}/b/", f"{SITE}/c/", f"{SITE}/a/"]
+
+
+@pytest.mark.django_db
 def test_a_page_in_flight_is_not_pushed_again(source):
     make_page(source, "/a/")
 

@@ -9,31 +9,20 @@ from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
+from ingest import sql
 from ingest.crawl.links import looks_like_page
 from ingest.crawl.robots import origin_of
 from ingest.crawl.safety import scheme_refusal, url_unusable
 from ingest.models import Crawl, CrawlUrl
 from kbsite.canonical import canonical_url
-from kbsite.sqlrows import Insert
 from sources.models import Page
 from sources.scope import ScopeMap
 
 # A sitemap index may not fan out without end.
 MAX_SITEMAPS = 1000
-# Pages put into a crawl of due pages. A row done earlier in the crawl is queued
-# again as if new: its result, error and attempts back to their db_default.
-REQUEUE_INSERT = Insert(
-    CrawlUrl,
-    ("crawl", "url", "origin", "kind", "depth", "state", "not_before"),
-    "INSERT INTO {table} ({columns}) VALUES {values} "
-    "ON CONFLICT ({crawl}, {url}) DO UPDATE SET {state} = EXCLUDED.{state}, "
-    "{result} = EXCLUDED.{result}, {error} = EXCLUDED.{error}, "
-    "{attempts} = EXCLUDED.{attempts}, {not_before} = EXCLUDED.{not_before}, "
-    "{done_at} = NULL, {delivery} = NULL WHERE {table}.{state} = %s",
-)
 
 
 @dataclass(frozen=True)
@@ -153,20 +142,8 @@ def pages_requeue(*, crawl: Crawl, urls: list[str]) -> int:
     queued again. Returns how many are now queued."""
     if not urls:
         return 0
-    now = timezone.now()
-    params = []
-    for url in urls:
-        params += REQUEUE_INSERT.params(
-            crawl=crawl.pk,
-            url=url,
-            origin=origin_of(url)[:300],
-            kind=CrawlUrl.Kind.PAGE,
-            depth=0,
-            state=CrawlUrl.State.QUEUED,
-            not_before=now,
-        )
-    with connection.cursor() as cursor:
-        cursor.execute(
-            REQUEUE_INSERT.statement(rows=len(urls)), [*params, CrawlUrl.State.DONE]
-        )
-        return cursor.rowcount
+    return sql.crawl_pages_requeue(
+        crawl_id=crawl.pk,
+        origins={url: origin_of(url)[:300] for url in urls},
+        not_before=timezone.now(),
+    )

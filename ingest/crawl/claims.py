@@ -8,22 +8,16 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import DateTimeField, Min, Q, Value
 from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
+from ingest import sql
 from ingest.models import Crawl, CrawlHost, CrawlUrl
-from kbsite.sqlrows import Insert
 
 # A worker waits at most this long for a host's turn, rather than take another URL.
 MAX_WAIT = 10.0
-# A host met for the first time; its robots.txt and delay are not known yet.
-HOST_INSERT = Insert(
-    CrawlHost,
-    ("origin", "next_fetch_at"),
-    "INSERT INTO {table} ({columns}) VALUES {values} ON CONFLICT ({origin}) DO NOTHING",
-)
 
 
 def lease() -> timedelta:
@@ -123,11 +117,7 @@ def _host_locked(origin: str) -> CrawlHost:
     host = CrawlHost.objects.select_for_update().filter(origin=origin).first()
     if host is not None:
         return host
-    with connection.cursor() as cursor:
-        cursor.execute(
-            HOST_INSERT.sql,
-            HOST_INSERT.params(origin=origin, next_fetch_at=timezone.now()),
-        )
+    sql.host_insert(origin=origin, next_fetch_at=timezone.now())
     return CrawlHost.objects.select_for_update().get(origin=origin)
 
 

@@ -14,28 +14,16 @@ from datetime import timedelta
 from urllib.parse import urlsplit
 
 from django.conf import settings
-from django.db import connection
 from django.utils import timezone
 from protego import Protego
 
+from ingest import sql
 from ingest.crawl.claims import host_pause
 from ingest.crawl.fetchers import Fetcher, FetchError, get_following
 from ingest.models import CrawlHost
-from kbsite.sqlrows import Insert
 
 TTL = timedelta(hours=24)
 MAX_BYTES = 500 * 1024  # RFC 9309: at least 500 KiB must be read
-# A host's robots.txt, stored with the delay it asks for; a known host keeps its
-# turn (and any pause).
-ROBOTS_INSERT = Insert(
-    CrawlHost,
-    ("origin", "robots_txt", "robots_status", "robots_fetched_at", "delay",
-     "next_fetch_at"),
-    "INSERT INTO {table} ({columns}) VALUES {values} "
-    "ON CONFLICT ({origin}) DO UPDATE SET {robots_txt} = EXCLUDED.{robots_txt}, "
-    "{robots_status} = EXCLUDED.{robots_status}, "
-    "{robots_fetched_at} = EXCLUDED.{robots_fetched_at}, {delay} = EXCLUDED.{delay}",
-)  # fmt: skip
 
 
 class RobotsUnreachable(Exception):
@@ -123,14 +111,11 @@ def _delay(rules: Protego) -> tuple[float, str]:
 
 
 def host_robots_store(*, origin: str, text: str, status: int, delay: float) -> None:
-    now = timezone.now()
-    row = ROBOTS_INSERT.params(
+    # PostgreSQL's text cannot hold a NUL, which a broken robots.txt may send.
+    sql.host_robots_store(
         origin=origin,
-        robots_txt=text.replace("\0", ""),
-        robots_status=status,
-        robots_fetched_at=now,
+        text=text.replace("\0", ""),
+        status=status,
+        fetched_at=timezone.now(),
         delay=delay,
-        next_fetch_at=now,
     )
-    with connection.cursor() as cursor:
-        cursor.execute(ROBOTS_INSERT.sql, row)

@@ -1,0 +1,140 @@
+"""Every statement of the sources app written by hand, in one place.
+
+Who may see which source is one SELECT that the admin's querysets and a search
+both run, so that the two cannot disagree; a page's boilerplate counts go up in
+one statement, so that two pages adding the same shape lose no update; a day's
+plan re-times a source's pages in one statement. So that a model change breaks
+these in a test and not at run time, they are composed here only: table and
+column names from the models' ``_meta`` through ``psycopg.sql``, values always as
+parameters, and every column an INSERT does not name left to its ``db_default``
+(tests/test_raw_inserts.py). Callers give values and never SQL.
+
+``sources.models`` reads this module inside its functions, not at import: the
+statements are composed from its models.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from functools import cache
+
+from django.contrib.auth import get_user_model
+from django.db import connection
+from psycopg.sql import SQL, Composed, Identifier
+
+from kbsite.sqlrows import Insert, column, many_to_many, table
+from sources.models import Caller, LineShape, Page, Source
+
+# -- who sees which source ----------------------------------------------------------
+
+
+def visible_source_ids_select(*, user: Caller) -> tuple[str, list]:
+    """SELECT of the ids of the sources ``user`` (not a superuser) may see: open to
+    everyone (no allowed groups) or to one of the user's groups; with its
+    parameters. ``SourceQuerySet.visible_to`` takes it as a subquery."""
+    params = _member(user)
+    return _visible_statement(bool(params), ordered=False), params
+
+
+def visible_source_ids(*, user: Caller) -> list[int]:
+    """The ids of the sources ``user`` (not a superuser) may see, in order."""
+    params = _member(user)
+    with connection.cursor() as cursor:
+        cursor.execute(_visible_statement(bool(params), ordered=True), params)
+        return [row[0] for row in cursor.fetchall()]
+
+
+def _member(user: Caller) -> list:
+    """The parameters of the SELECT: a signed-in user's id, as a member of groups;
+    none for an anonymous visitor."""
+    if user is not None and user.is_authenticated:
+        return [user.pk]
+    return []
+
+
+@cache
+def _visible_statement(member: bool, *, ordered: bool) -> str:
+    statement = _visible(member)
+    if ordered:
+        statement = SQL("{} ORDER BY 1").format(statement)
+    return statement.as_string()
+
+
+def _visible(member: bool) -> Composed:
+    """The one definition of who sees what; a ``member`` (a signed-in user) sees
+    the sources of the groups of the user whose id is its one parameter too."""
+    allowed, source, group = many_to_many(Source, "allowed_groups")
+    source_id = column(Source, "pk", "s")
+    condition = SQL("{} NOT IN (SELECT {} FROM {})").format(
+        source_id, Identifier(source), Identifier(allowed)
+    )
+    if member:
+        membership, user, member_group = many_to_many(get_user_model(), "groups")
+        in_a_group = SQL(
+            "{} IN (SELECT {} FROM {} a JOIN {} m ON {} = {} WHERE {} = %s)"
+        ).format(
+            source_id,
+            Identifier("a", source),
+            Identifier(allowed),
+            Identifier(membership),
+            Identifier("m", member_group),
+            Identifier("a", group),
+            Identifier("m", user),
+        )
+        condition = SQL("({} OR {})").format(condition, in_a_group)
+    return SQL("SELECT {} FROM {} s WHERE {}").format(
+        source_id, table(Source), condition
+    )
+
+
+# -- boilerplate counts -------------------------------------------------------------
+
+# One page more with each of these shapes: one statement, and no lost update when
+# two pages add the same shape at once.
+SHAPES_INSERT = Insert(
+    LineShape,
+    ("source", "shape", "pages", "example"),
+    "INSERT INTO {table} ({columns}) VALUES {values} "
+    "ON CONFLICT ({source}, {shape}) DO UPDATE SET {pages} = {table}.{pages} + 1",
+)
+
+
+def line_shapes_count_up(*, source_id: int, examples: Mapping[int, str]) -> None:
+    """One page more of the source with each of these shapes (shape → an example
+    line, kept for a shape the source did not have)."""
+    params = []
+    for shape in sorted(examples):  # locks taken in shape order: no deadlocks
+        params += SHAPES_INSERT.params(
+            source=source_id, shape=shape, pages=1, example=examples[shape]
+        )
+    with connection.cursor() as cursor:
+        cursor.execute(SHAPES_INSERT.statement(rows=len(examples)), params)
+
+
+# -- schedules ----------------------------------------------------------------------
+
+
+def pages_next_crawl_set(*, ids: Sequence[int], due: Sequence[datetime]) -> int:
+    """Page ``ids[i]`` due at ``due[i]``, for each i, in one statement; returns how
+    many pages were found."""
+    with connection.cursor() as cursor:
+        cursor.execute(_next_crawl_update(), [list(ids), list(due)])
+        return cursor.rowcount
+
+
+@cache
+def _next_crawl_update() -> str:
+    return (
+        SQL(
+            "UPDATE {pages} p SET {next_crawl_at} = v.due "
+            "FROM unnest(%s::bigint[], %s::timestamptz[]) AS v(id, due) "
+            "WHERE p.{id} = v.id"
+        )
+        .format(
+            pages=table(Page),
+            next_crawl_at=column(Page, "next_crawl_at"),
+            id=column(Page, "pk"),
+        )
+        .as_string()
+    )
