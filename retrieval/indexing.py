@@ -8,15 +8,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
-from kbsite.sqlrows import Insert
 from kbsite.text import count_tokens
 from retrieval import sql
 from retrieval.chunking import ChunkDraft, embed_texts
 from retrieval.embedder import Embedder
-from retrieval.models import Chunk, Embedding, EmbeddingUsage
+from retrieval.models import Chunk, Embedding
 from retrieval.spaces import ingest_embedders
 from retrieval.windows import text_windows
 from sources.models import Page
@@ -31,16 +30,6 @@ PRUNE_LOCK = 0x6B625F7072756E  # "kb_prun"
 # Vectors younger than this are never pruned: a delivery embeds its new texts
 # before it swaps its chunks in, and a job runs at most Q_TIMEOUT (5 minutes).
 PRUNE_AFTER = timedelta(hours=1)
-# Today's usage of a space, added to by each job (concurrent jobs add up).
-USAGE_INSERT = Insert(
-    EmbeddingUsage,
-    ("day", "space", "requests", "inputs", "tokens"),
-    "INSERT INTO {table} ({columns}) VALUES {values} "
-    "ON CONFLICT ({day}, {space}) DO UPDATE SET "
-    "{requests} = {table}.{requests} + EXCLUDED.{requests}, "
-    "{inputs} = {table}.{inputs} + EXCLUDED.{inputs}, "
-    "{tokens} = {table}.{tokens} + EXCLUDED.{tokens}",
-)
 
 
 @dataclass(frozen=True)
@@ -128,15 +117,13 @@ def _batches(
 
 def usage_record(*, space: str, requests: int, inputs: int, tokens: int) -> None:
     """Add to today's embedding usage (one upsert; concurrent jobs add up)."""
-    row = USAGE_INSERT.params(
+    sql.usage_add(
         day=timezone.localdate(),
         space=space,
         requests=requests,
         inputs=inputs,
         tokens=tokens,
     )
-    with connection.cursor() as cursor:
-        cursor.execute(USAGE_INSERT.sql, row)
 
 
 def page_chunks_replace(*, page: Page, drafts: list[ChunkDraft]) -> None:
@@ -163,8 +150,7 @@ def _vectors_hold(drafts: list[ChunkDraft]) -> None:
     """Keep a prune away until the transaction commits, and embed again any text
     of these drafts whose vector a prune took since it was embedded (it was then
     used by no chunk; rare, and paid for again rather than lost)."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_xact_lock_shared(%s)", [PRUNE_LOCK])
+    sql.advisory_xact_lock(key=PRUNE_LOCK, shared=True)
     texts = embed_texts(drafts)
     for embedder in ingest_embedders():
         embeddings_ensure(texts=texts, embedder=embedder)  # none missing: one query
@@ -175,6 +161,6 @@ def embeddings_prune(*, older_than: timedelta = PRUNE_AFTER) -> int:
     edited or gone, sources deleted) made more than ``older_than`` ago; returns
     how many. They would otherwise fill the HNSW index and its scans."""
     before = timezone.now() - older_than
-    with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_xact_lock(%s)", [PRUNE_LOCK])
+    with transaction.atomic():
+        sql.advisory_xact_lock(key=PRUNE_LOCK)
         return sql.unused_vectors_delete(made_before=before)

@@ -9,12 +9,11 @@ import time
 from dataclasses import dataclass, replace
 from functools import reduce
 
-from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
 from kbsite.parallel import after, beside
-from kbsite.sqlrows import Insert
+from retrieval import sql
 from retrieval.answer import Answer, Passage, answer_compose
 from retrieval.chunking import SEPARATOR
 from retrieval.models import Chunk, QueryLog
@@ -24,13 +23,6 @@ from retrieval.spans import cut, excerpt, unmark
 from sources.models import Caller, Page, Source
 
 EXCERPT_CHARS = 300
-# A question's log row; the asker's feedback comes later.
-QUERY_LOG_INSERT = Insert(
-    QueryLog,
-    ("kind", "text", "answer", "user", "chunk_ids", "scores", "abstained",
-     "latency_ms", "created_at"),
-    "INSERT INTO {table} ({columns}) VALUES {values} RETURNING {id}",
-)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -208,7 +200,7 @@ def _log(
     Written as SQL: the ORM's compiling of the insert took a millisecond of the
     interpreter's time, which the thread answering the request then waited for.
     """
-    row = QUERY_LOG_INSERT.params(
+    return sql.query_log_insert(
         kind=kind,
         text=text[:5000],
         answer=answer,
@@ -219,10 +211,6 @@ def _log(
         latency_ms=latency_ms,
         created_at=timezone.now(),
     )
-    with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute("SET LOCAL synchronous_commit = off")
-        cursor.execute(QUERY_LOG_INSERT.sql, row)
-        return cursor.fetchone()[0]
 
 
 def query_feedback_record(*, log_id: int, user: Caller, helpful: bool) -> bool:

@@ -188,10 +188,7 @@ def search_breadth_set(sender, connection, **kwargs) -> None:
     up to ``hnsw.max_scan_tuples`` vectors (pgvector's default, 20,000).
     """
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"SET hnsw.ef_search = {int(HNSW_EF_SEARCH)}; "
-            "SET hnsw.iterative_scan = relaxed_order"
-        )
+        sql.search_settings_apply(cursor, ef_search=HNSW_EF_SEARCH)
 
 
 def _keyword_hits(selected: list[KeywordHit], scored: list[KeywordHit]) -> list[Hit]:

@@ -9,9 +9,7 @@ from contextlib import contextmanager
 from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
-from psycopg.sql import SQL, Identifier, Literal
 
-from kbsite.sqlrows import column, table
 from retrieval import sql
 from retrieval.embedder import Embedder, space_parts
 from retrieval.embeddings import cached_embedder, configured_space_name, get_embedder
@@ -36,22 +34,8 @@ def embedding_index_ensure(*, space: str, dimensions: int) -> str:
     that PostgreSQL picks this index.
     """
     name = embedding_index_name(space)
-    statement = SQL(
-        "CREATE INDEX IF NOT EXISTS {name} ON {table} USING hnsw "
-        "(({vector}::{precision}({dims})) {operators}) "
-        "WITH (m = 16, ef_construction = 128) WHERE {space} = {value}"
-    ).format(
-        name=Identifier(name),
-        table=table(Embedding),
-        vector=column(Embedding, "vector"),
-        precision=SQL(sql.INDEX_PRECISION),
-        operators=SQL(sql.INDEX_OPERATORS[sql.INDEX_PRECISION]),
-        dims=Literal(int(dimensions)),
-        space=column(Embedding, "space"),
-        value=Literal(space),
-    )
     with connection.cursor() as cursor, index_build_memory(cursor):
-        cursor.execute(statement.as_string(cursor.connection))
+        sql.hnsw_index_create(name=name, space=space, dimensions=dimensions)
     return name
 
 
@@ -61,15 +45,11 @@ def index_build_memory(cursor) -> Iterator[None]:
     pgvector builds an HNSW graph in that memory, and far more slowly once the
     graph outgrows it. Set and reset, not ``SET LOCAL``: a build may run outside a
     transaction (a migration that is not atomic)."""
-    cursor.execute(
-        SQL("SET maintenance_work_mem = {}")
-        .format(Literal(settings.INDEX_BUILD_MEMORY))
-        .as_string(cursor.connection)
-    )
+    sql.build_memory_set(cursor, settings.INDEX_BUILD_MEMORY)
     try:
         yield
     finally:
-        cursor.execute("RESET maintenance_work_mem")
+        sql.build_memory_set(cursor, None)
 
 
 def nearest_similarities(
@@ -91,13 +71,7 @@ def nearest_similarities(
 
 
 def embedding_index_drop(*, space: str) -> None:
-    name = embedding_index_name(space)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            SQL("DROP INDEX IF EXISTS {}")
-            .format(Identifier(name))
-            .as_string(cursor.connection)
-        )
+    sql.index_drop(name=embedding_index_name(space))
 
 
 def space_register(*, name: str, dimensions: int) -> EmbeddingSpace:
@@ -151,21 +125,8 @@ def floor_in_force(space: EmbeddingSpace | None) -> float | None:
     return space.floor if space is not None else None
 
 
-_SERVING_SQL = (
-    SQL("SELECT * FROM {} WHERE {} = %s")
-    .format(table(EmbeddingSpace), column(EmbeddingSpace, "state"))
-    .as_string()
-)
-
-
 def space_serving() -> EmbeddingSpace | None:
-    # Read by every search: raw, 0.35 ms against the ORM's 0.9 ms (round trip
-    # included), most of which was compiling the query.
-    spaces = EmbeddingSpace.objects.raw(
-        _SERVING_SQL,
-        [EmbeddingSpace.State.SERVING],  # one at most (a unique constraint)
-    )
-    return next(iter(spaces), None)
+    return sql.space_in_state(EmbeddingSpace.State.SERVING)
 
 
 def _embedder_for(space: EmbeddingSpace) -> Embedder:

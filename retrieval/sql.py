@@ -1,12 +1,14 @@
-"""Every statement a search runs, in one place.
+"""Every statement the retrieval app writes by hand, in one place.
 
 A search's queries are written by hand, because compiling the ORM's took longer
-than running them (see docs/benchmarks.md). So that a model change breaks them in a test
-and not at run time, they are composed here only: table and column names from the
-models' ``_meta`` through ``psycopg.sql``, values always as parameters, and rows
-returned by name (dataclasses built from ``cursor.description``). Callers give
-values (a :class:`~retrieval.searchable.Searchable`, a question's terms, a vector)
-and never SQL.
+than running them (see docs/benchmarks.md); so are the question's log row, the
+embedding usage's upsert, the HNSW indexes' DDL and the advisory locks. So that a
+model change breaks them in a test and not at run time, they are composed here
+only: table and column names from the models' ``_meta`` through ``psycopg.sql``,
+values always as parameters, and rows returned by name (dataclasses built from
+``cursor.description``). Callers give values (a
+:class:`~retrieval.searchable.Searchable`, a question's terms, a vector) and never
+SQL.
 
 The chunk is ``c`` and its page ``p`` in every statement.
 """
@@ -18,12 +20,20 @@ from dataclasses import dataclass, fields
 from functools import cache
 from typing import Protocol, TypeVar
 
-from django.db import connection
+from django.db import connection, transaction
 from pgvector import Vector
 from psycopg.sql import SQL, Composable, Composed, Identifier, Literal
 
 from kbsite.sqlrows import Columns, Insert, Row, column, table
-from retrieval.models import Chunk, Embedding, IndexStatistics, Lexeme
+from retrieval.models import (
+    Chunk,
+    Embedding,
+    EmbeddingSpace,
+    EmbeddingUsage,
+    IndexStatistics,
+    Lexeme,
+    QueryLog,
+)
 from retrieval.searchable import Searchable
 from sources.models import Page
 
@@ -470,3 +480,126 @@ def unused_vectors_delete(*, made_before) -> int:
     with connection.cursor() as cursor:
         cursor.execute(statement.as_string(), [made_before])
         return cursor.rowcount
+
+
+@cache
+def _space_in_state_statement() -> str:
+    return (
+        SQL("SELECT * FROM {} WHERE {} = %s")
+        .format(table(EmbeddingSpace), column(EmbeddingSpace, "state"))
+        .as_string()
+    )
+
+
+def space_in_state(state: str) -> EmbeddingSpace | None:
+    """The embedding space in ``state``: one at most for serving (a unique
+    constraint). Read by every search: raw, 0.35 ms against the ORM's 0.9 ms
+    (round trip included), most of which was compiling the query."""
+    spaces = EmbeddingSpace.objects.raw(_space_in_state_statement(), [state])
+    return next(iter(spaces), None)
+
+
+# -- writes on the hot paths -----------------------------------------------------
+
+# A question's log row; the asker's feedback comes later.
+QUERY_LOG_INSERT = Insert(
+    QueryLog,
+    ("kind", "text", "answer", "user", "chunk_ids", "scores", "abstained",
+     "latency_ms", "created_at"),
+    "INSERT INTO {table} ({columns}) VALUES {values} RETURNING {id}",
+)  # fmt: skip
+
+
+def query_log_insert(**row: object) -> int:
+    """Write a question's log row (its fields by name); returns its id. Its commit
+    does not wait for the WAL to reach the disk: a crash of the server may lose
+    the last fraction of a second of the log, and no asker waits for an fsync."""
+    params = QUERY_LOG_INSERT.params(**row)
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SET LOCAL synchronous_commit = off")
+        cursor.execute(QUERY_LOG_INSERT.sql, params)
+        return cursor.fetchone()[0]
+
+
+# Today's usage of a space, added to by each job (concurrent jobs add up).
+USAGE_INSERT = Insert(
+    EmbeddingUsage,
+    ("day", "space", "requests", "inputs", "tokens"),
+    "INSERT INTO {table} ({columns}) VALUES {values} "
+    "ON CONFLICT ({day}, {space}) DO UPDATE SET "
+    "{requests} = {table}.{requests} + EXCLUDED.{requests}, "
+    "{inputs} = {table}.{inputs} + EXCLUDED.{inputs}, "
+    "{tokens} = {table}.{tokens} + EXCLUDED.{tokens}",
+)
+
+
+def usage_add(**row: object) -> None:
+    """Add a day's and space's counts to its usage row (one upsert)."""
+    with connection.cursor() as cursor:
+        cursor.execute(USAGE_INSERT.sql, USAGE_INSERT.params(**row))
+
+
+# -- locks and session settings ---------------------------------------------------
+
+
+def advisory_xact_lock(*, key: int, shared: bool = False) -> None:
+    """Wait for the advisory lock ``key`` and hold it until the transaction ends;
+    ``shared``: beside other shared holders, never beside the exclusive one."""
+    function = "pg_advisory_xact_lock_shared" if shared else "pg_advisory_xact_lock"
+    with connection.cursor() as cursor:
+        cursor.execute(
+            SQL("SELECT {}(%s)").format(Identifier(function)).as_string(), [key]
+        )
+
+
+def search_settings_apply(cursor, *, ef_search: int) -> None:
+    """pgvector's scan settings for the session: the HNSW breadth, and iterative
+    scans in relaxed order (the search sorts its candidates itself)."""
+    cursor.execute(
+        SQL("SET hnsw.ef_search = {}; SET hnsw.iterative_scan = relaxed_order")
+        .format(Literal(int(ef_search)))
+        .as_string()
+    )
+
+
+# -- the HNSW indexes ---------------------------------------------------------------
+
+
+def hnsw_index_create(*, name: str, space: str, dimensions: int) -> None:
+    """The HNSW cosine index ``name`` on one space's vectors, cast to this size at
+    INDEX_PRECISION and limited to the space's rows, unless it exists; built in
+    ``build_memory`` (PostgreSQL's memory units)."""
+    statement = SQL(
+        "CREATE INDEX IF NOT EXISTS {name} ON {table} USING hnsw "
+        "(({vector}::{precision}({dims})) {operators}) "
+        "WITH (m = 16, ef_construction = 128) WHERE {space} = {value}"
+    ).format(
+        name=Identifier(name),
+        table=table(Embedding),
+        vector=column(Embedding, "vector"),
+        precision=SQL(INDEX_PRECISION),
+        operators=SQL(INDEX_OPERATORS[INDEX_PRECISION]),
+        dims=Literal(int(dimensions)),
+        space=column(Embedding, "space"),
+        value=Literal(space),
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(statement.as_string())
+
+
+def index_drop(*, name: str) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            SQL("DROP INDEX IF EXISTS {}").format(Identifier(name)).as_string()
+        )
+
+
+def build_memory_set(cursor, memory: str | None) -> None:
+    """The session's ``maintenance_work_mem``: ``memory`` (PostgreSQL's units), or
+    the server's own for None."""
+    if memory is None:
+        cursor.execute("RESET maintenance_work_mem")
+    else:
+        cursor.execute(
+            SQL("SET maintenance_work_mem = {}").format(Literal(memory)).as_string()
+        )

@@ -13,7 +13,7 @@ import statistics
 from dataclasses import dataclass
 
 from django.core.exceptions import ImproperlyConfigured
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 from openai import OpenAIError
 
@@ -94,9 +94,8 @@ def lexemes_refresh() -> tuple[int, int]:
     """Count, for each word stem, the live chunks holding it; returns (chunks,
     distinct stems). Readers see the old counts until the new ones are complete."""
     with transaction.atomic():
-        with connection.cursor() as cursor:
-            # Two workers refreshing at once take turns rather than collide.
-            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [LOCK_KEY])
+        # Two workers refreshing at once take turns rather than collide.
+        sql.advisory_xact_lock(key=LOCK_KEY)
         chunks = live_chunk_count()
         lexemes = sql.lexemes_replace()
         stats = IndexStatistics.objects.select_for_update().first()

@@ -27,7 +27,7 @@ from ingest.models import CrawlHost, CrawlUrl, Delivery, Push
 from kbsite.models import ThrottleWindow
 from kbsite.sqlrows import Insert
 from retrieval.models import EmbeddingUsage, Lexeme, QueryLog
-from retrieval.questions import QUERY_LOG_INSERT
+from retrieval.sql import QUERY_LOG_INSERT
 from sources.models import LineShape
 from tests.world import HarborWorld
 
@@ -116,9 +116,9 @@ class HandWrittenInsertTests(SimpleTestCase):
         with field_added(QueryLog, "reviewed", models.BooleanField()):
             table = unfilled_by_insert()
 
-        assert table["retrieval.questions.QUERY_LOG_INSERT"] == ["reviewed"]
+        assert table["retrieval.sql.QUERY_LOG_INSERT"] == ["reviewed"]
         assert [name for name, columns in table.items() if columns] == [
-            "retrieval.questions.QUERY_LOG_INSERT"
+            "retrieval.sql.QUERY_LOG_INSERT"
         ]
 
     def test_an_insert_names_only_columns_of_its_model(self):
