@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from ingest import boilerplate, wire
 from ingest.extract import html_to_page, markdown_title
+from ingest.generated import NotContent, page_not_content
 from ingest.normalize import normalize
 from kbsite.text import sha256_hex
 
@@ -28,10 +29,14 @@ class Content:
     shapes: dict[int, str]  # the line shapes of the page before stripping
     raw_body: bytes  # gzip
     content_type: str
+    # Why the page is generated rather than written (an index, a source listing),
+    # if it is: crawled for its links, kept out of answers.
+    not_content: NotContent | None = None
 
 
 def content_derive(
     *,
+    url: str,
     raw: bytes,
     content_type: str,
     selector: str,
@@ -42,10 +47,11 @@ def content_derive(
     """Raises ``wire.DeliveryError`` for an unreadable body, ``EmptyContent`` for an
     empty page."""
     body = wire.read_body(raw=raw, content_type=content_type, limit=limit)
-    if body.format == wire.BodyFormat.MARKDOWN:
+    html = None if body.format == wire.BodyFormat.MARKDOWN else body.text
+    if html is None:
         title, markdown = markdown_title(body.text), body.text
     else:
-        title, markdown = html_to_page(body.text, selector=selector)
+        title, markdown = html_to_page(html, selector=selector)
     markdown = normalize(markdown)
     shapes = boilerplate.page_shapes(markdown)
     markdown = normalize(boilerplate.strip(markdown, common=common, patterns=patterns))
@@ -58,6 +64,7 @@ def content_derive(
         shapes=shapes,
         raw_body=raw if raw[:2] == wire.GZIP_MAGIC else gzip.compress(raw),
         content_type=content_type,
+        not_content=page_not_content(url=url, html=html, markdown=markdown),
     )
 
 

@@ -16,6 +16,7 @@ from ingest.finish import Retry, Skip, delivery_finish, page_lock_for
 from ingest.models import Delivery
 from ingest.pipeline import (
     content_embed,
+    content_kept_out,
     page_keep_body,
     page_lock,
     page_similarity_record,
@@ -54,7 +55,8 @@ def apply_content(
 ) -> Outcome:
     if _original_of(page, content) is not None:
         return _apply_duplicate(delivery, page, pushed, content)
-    if page.is_live and page.content_hash == content.digest:
+    kept_out = content_kept_out(content=content, source=page.source)
+    if _same(page, content, kept_out):
         return _apply_unchanged(delivery, page, pushed, content)
     drafts, report = content_embed(content=content, page=page, delivery=delivery)
     sig = similarity.signature(content.markdown)
@@ -62,11 +64,18 @@ def apply_content(
         locked = page_lock_for(delivery, page)
         if locked is None:
             return Outcome.SKIPPED
-        if locked.is_live and locked.content_hash == content.digest:
+        if _same(locked, content, kept_out):
             return _verified(delivery, locked, pushed, content)
+        if locked.is_live and locked.content_hash == content.digest:
+            # The same text, now kept out of answers or let back in.
+            page_chunks_replace(page=locked, drafts=drafts)
+            locked.not_indexed_reason = kept_out
+            note = f"kept out of answers: {kept_out}" if kept_out else "answered from"
+            return _verified(delivery, locked, pushed, content, note)
         if locked.is_live and _only_boilerplate_differs(locked, content):
             page_chunks_replace(page=locked, drafts=drafts)
             page_reread(page=locked, content=content)
+            locked.not_indexed_reason = kept_out
             note = "the page read again: boilerplate learned since its last crawl"
             return _verified(delivery, locked, pushed, content, note)
         kind = (
@@ -74,6 +83,7 @@ def apply_content(
         )
         page_chunks_replace(page=locked, drafts=drafts)
         page_keep_body(page=locked, content=content)
+        locked.not_indexed_reason = kept_out
         locked.mark_changed(
             at=delivery.received_at,
             crawled_at=delivery.crawled_at,
@@ -93,7 +103,18 @@ def apply_content(
         )
         _redirect(pushed, locked, delivery)
         note = f"{report.embedded} new chunk texts, {report.reused} reused"
+        if kept_out:
+            note = f"kept out of answers: {kept_out}"
         return delivery_finish(delivery, locked, Outcome.EMBEDDED, note)
+
+
+def _same(page: Page, content: Content, kept_out: str) -> bool:
+    """The page is live with this content, answered from (or not) as it should."""
+    return (
+        page.is_live
+        and page.content_hash == content.digest
+        and page.not_indexed_reason == kept_out
+    )
 
 
 def _apply_unchanged(

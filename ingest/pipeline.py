@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db.models import F
 
-from ingest import similarity
+from ingest import generated, similarity
 from ingest.content import Content, content_derive, markdown_restrip
 from ingest.extract import EXTRACTOR_VERSION
 from ingest.models import Delivery
@@ -17,10 +17,14 @@ from sources.models import Page, Source
 from sources.services import page_shapes_record
 
 
-def source_content(*, source: Source, raw: bytes, content_type: str) -> Content:
-    """The body read under the source's rules. Raises ``wire.DeliveryError`` for an
-    unreadable body, ``EmptyContent`` for an empty page."""
+def source_content(
+    *, source: Source, url: str, raw: bytes, content_type: str
+) -> Content:
+    """The body of the page at ``url`` read under the source's rules. Raises
+    ``wire.DeliveryError`` for an unreadable body, ``EmptyContent`` for an empty
+    page."""
     return content_derive(
+        url=url,
         raw=raw,
         content_type=content_type,
         selector=source.content_selector,
@@ -39,13 +43,28 @@ def source_restrip(*, source: Source, markdown: str) -> str:
     )
 
 
+def content_kept_out(*, content: Content, source: Source) -> str:
+    """Why this content stays out of answers under the source's settings: the
+    reason a generated page is not content (``ingest.generated``), unless it is a
+    source listing the source indexes; '' for content."""
+    found = content.not_content
+    if found is None:
+        return ""
+    if found.kind == generated.Kind.SOURCE_LISTING and source.index_source_listings:
+        return ""
+    return found.reason
+
+
 def content_embed(
     *, content: Content, page: Page, delivery: Delivery | None = None
 ) -> tuple[list[ChunkDraft], EmbedReport]:
-    """Chunk the content and embed the chunk texts new to the index's spaces.
+    """Chunk the content and embed the chunk texts new to the index's spaces; no
+    chunks for content kept out of answers.
 
     The spend is recorded at once: tokens are paid for even if the swap never comes.
     """
+    if content_kept_out(content=content, source=page.source):
+        return [], EmbedReport(embedded=0, reused=0, tokens=0, requests=0)
     drafts = chunk_markdown(content.markdown, title=content.title)
     texts = embed_texts(drafts)
     reports = [embeddings_ensure(texts=texts, embedder=e) for e in ingest_embedders()]

@@ -185,6 +185,7 @@ def _content(delivery: Delivery, page: Page) -> Content:
     try:
         return source_content(
             source=page.source,
+            url=page.url,
             raw=bytes(delivery.body or b""),
             content_type=delivery.content_type,
         )

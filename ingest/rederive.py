@@ -21,6 +21,7 @@ from ingest.extract import EXTRACTOR_VERSION
 from ingest.models import Delivery
 from ingest.pipeline import (
     content_embed,
+    content_kept_out,
     page_lock,
     page_similarity_record,
     source_content,
@@ -51,9 +52,29 @@ def sources_boilerplate_refresh() -> int:
     )
 
 
-def source_pages_rederive(*, source: Source, shapes: list[int]) -> int:
-    """Derive again the live pages carrying these shapes; returns how many changed."""
-    pages = source.pages.filter(status=Page.Status.LIVE, line_shapes__overlap=shapes)
+# The source's settings that decide how its pages are read: when one changes,
+# every page is derived again from its stored body, without a crawl.
+READING_FIELDS = ("content_selector", "boilerplate_patterns", "index_source_listings")
+
+
+def source_reading_changed(*, source: Source) -> int:
+    """Queue, once the change commits, the re-derivation of every live page of
+    the source that keeps its body; returns how many pages that is."""
+    pages = source.pages.filter(status=Page.Status.LIVE).exclude(raw_body=None)
+    count = pages.count()
+    if count:
+        transaction.on_commit(
+            lambda: async_task(TASK, source.pk, None, task_name=f"rederive {source}")
+        )
+    return count
+
+
+def source_pages_rederive(*, source: Source, shapes: list[int] | None) -> int:
+    """Derive again the live pages carrying these shapes (None: every live page);
+    returns how many changed."""
+    pages = source.pages.filter(status=Page.Status.LIVE)
+    if shapes is not None:
+        pages = pages.filter(line_shapes__overlap=shapes)
     changed = 0
     for page in pages.exclude(raw_body=None).select_related("source").iterator():
         changed += page_rederive(page=page)
@@ -80,12 +101,14 @@ def page_rederive_counted(*, page: Page) -> int | None:
     try:
         content = source_content(
             source=page.source,
+            url=page.url,
             raw=bytes(page.raw_body or b""),
             content_type=page.raw_content_type,
         )
     except (wire.DeliveryError, EmptyContent):
         return None
-    if content.digest == page.content_hash:
+    kept_out = content_kept_out(content=content, source=page.source)
+    if content.digest == page.content_hash and page.not_indexed_reason == kept_out:
         if page.extractor_version != EXTRACTOR_VERSION:
             Page.objects.filter(pk=page.pk).update(extractor_version=EXTRACTOR_VERSION)
         return None
@@ -97,6 +120,7 @@ def page_rederive_counted(*, page: Page) -> int | None:
             return None
         page_chunks_replace(page=locked, drafts=drafts)
         page_reread(page=locked, content=content)
+        locked.not_indexed_reason = kept_out
         page_similarity_record(page=locked, sig=sig)
         locked.save()
     return report.tokens

@@ -31,7 +31,7 @@ def deliveries_bodies_expire_task() -> int:
     return deliveries_bodies_expire()
 
 
-def source_pages_rederive_task(source_id: int, shapes: list[int]) -> int:
+def source_pages_rederive_task(source_id: int, shapes: list[int] | None) -> int:
     source = Source.objects.filter(pk=source_id).first()
     return source_pages_rederive(source=source, shapes=shapes) if source else 0
 

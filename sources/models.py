@@ -116,6 +116,16 @@ class Source(models.Model):
         blank=True,
         help_text="CSS selector of the main content in HTML pages, e.g. div[role=main]",
     )
+    index_source_listings = models.BooleanField(
+        "index source code listings",
+        default=False,
+        db_default=False,
+        help_text=(
+            "Answer from the site's generated source code pages too (Sphinx's "
+            "_modules/…), for readers who want code. Other generated pages "
+            "(indexes, search pages) are never answered from."
+        ),
+    )
     boilerplate_patterns = models.TextField(
         blank=True,
         help_text=(
@@ -414,6 +424,18 @@ class Page(models.Model):
     raw_content_type = models.CharField(max_length=200, blank=True, editable=False)
     extractor_version = models.CharField(
         max_length=100, blank=True, editable=False, help_text="What made the Markdown."
+    )
+    not_indexed_reason = models.CharField(
+        "kept out of answers because",
+        max_length=200,
+        blank=True,
+        default="",
+        db_default="",
+        editable=False,
+        help_text=(
+            "Why a live page has no chunks, e.g. a generated index of the site's "
+            "terms; crawled for its links all the same."
+        ),
     )
     line_shapes = ArrayField(
         models.BigIntegerField(),

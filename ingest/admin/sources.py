@@ -23,6 +23,7 @@ from ingest.crawl.claims import hosts_paused
 from ingest.crawl.robots import origin_of
 from ingest.models import Delivery
 from ingest.recrawl import RECRAWL_PERMISSION, recrawl_due, source_crawl_start
+from ingest.rederive import READING_FIELDS, source_reading_changed
 from kbsite.admin_utils import ago, number, tokens_cost
 from sources.admin.sources import SourceAdmin
 from sources.models import Source
@@ -75,6 +76,13 @@ class CrawlingSourceAdmin(SourceAdmin):
         super().save_model(request, obj, form, change)
         if not change:
             plan_report(self, request, source_crawl_start(source=obj))
+        elif set(form.changed_data) & set(READING_FIELDS):
+            count = source_reading_changed(source=obj)
+            self.message_user(
+                request,
+                f"{count:,} pages will be read again from their stored bodies "
+                "under the new settings (no crawl; only new text is embedded).",
+            )
 
     def change_view(
         self,

@@ -71,6 +71,7 @@ class PageConditionFilter(admin.SimpleListFilter):
             ("tombstoned", "Tombstoned (404/410)"),
             ("pending", "Waiting for its first crawl"),
             ("near_duplicate", "Near-duplicate of another page"),
+            ("kept_out", "Kept out of answers (generated: indexes, listings)"),
         ]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet | None:
@@ -85,6 +86,8 @@ class PageConditionFilter(admin.SimpleListFilter):
                 return queryset.filter(status=Page.Status.PENDING)
             case "near_duplicate":
                 return queryset.filter(near_duplicate_of__isnull=False)
+            case "kept_out":
+                return queryset.exclude(not_indexed_reason="")
         return None
 
 
@@ -108,6 +111,7 @@ class PageAdmin(VisibleRowsAdmin, ListDeferMixin, admin.ModelAdmin):
     readonly_fields = [
         "title",
         "status",
+        "not_indexed_reason",
         "content_hash",
         "pushed_url",
         "final_url",
