@@ -21,6 +21,8 @@ class Golden:
     question: str
     expected_urls: frozenset[str]
     kind: str
+    # What a right answer must say (a command, an option, a value), if given.
+    expected_phrase: str = ""
 
 
 @dataclass(frozen=True)
@@ -32,10 +34,12 @@ class Outcome:
     cited_right: int
     evidence: Evidence | None = None
     candidates: int = 0  # vector candidates among the searchable chunks
+    phrase_found: bool | None = None  # in the answer; None: no phrase or no answer
 
 
 def golden_load(path: Path) -> list[Golden]:
-    """One JSON object a line: question, expected_urls ([] = should abstain), kind."""
+    """One JSON object a line: question, expected_urls ([] = should abstain),
+    kind, and optionally expected_phrase."""
     items = []
     for number, line in enumerate(path.read_text().splitlines(), start=1):
         if not line.strip():
@@ -47,6 +51,7 @@ def golden_load(path: Path) -> list[Golden]:
                     question=str(row["question"]),
                     expected_urls=frozenset(row["expected_urls"]),
                     kind=str(row.get("kind", "")),
+                    expected_phrase=str(row.get("expected_phrase", "")),
                 )
             )
         except (ValueError, KeyError, TypeError) as exc:
@@ -79,12 +84,15 @@ def golden_run(
         (i for i, url in enumerate(urls, 1) if url in golden.expected_urls), None
     )
     cited = cited_right = 0
+    phrase_found = None
     if mode == SearchMode.HYBRID:
         answer = question_answer(
             question=golden.question, user=user, k=k, filters=filters, log=False
         )
         cited = len(answer.citations)
         cited_right = sum(c.page.url in golden.expected_urls for c in answer.citations)
+        if golden.expected_phrase:
+            phrase_found = phrase_in(golden.expected_phrase, answer.answer)
     return Outcome(
         golden,
         rank,
@@ -93,7 +101,14 @@ def golden_run(
         cited_right=cited_right,
         evidence=search.evidence,
         candidates=search.candidates,
+        phrase_found=phrase_found,
     )
+
+
+def phrase_in(phrase: str, text: str) -> bool:
+    """The phrase is in the text, whatever the case and the spacing (an answer
+    may wrap a command over two lines, or start a sentence with it)."""
+    return " ".join(phrase.split()).casefold() in " ".join(text.split()).casefold()
 
 
 def metrics(outcomes: list[Outcome]) -> dict[str, float | int | None]:
@@ -103,6 +118,7 @@ def metrics(outcomes: list[Outcome]) -> dict[str, float | int | None]:
         {id(o) for o in outcomes if o.abstained},
     )
     cited = sum(o.cited for o in answerable)
+    checked = [o for o in answerable if o.phrase_found is not None]
     return {
         "questions": len(outcomes),
         "recall@1": _share(sum(o.rank == 1 for o in answerable), len(answerable)),
@@ -113,6 +129,9 @@ def metrics(outcomes: list[Outcome]) -> dict[str, float | int | None]:
         "abstention_precision": _share(len(should & did), len(did)),
         "abstention_recall": _share(len(should & did), len(should)),
         "citation_precision": _share(sum(o.cited_right for o in answerable), cited),
+        "answer_phrase": _share(
+            sum(o.phrase_found is True for o in checked), len(checked)
+        ),
     }
 
 

@@ -22,6 +22,7 @@ from kbsite.sqlrows import column
 from retrieval import search
 from retrieval import sql as retrieval_sql
 from retrieval.answer import NO_EVIDENCE
+from retrieval.evaluation import phrase_in
 from retrieval.keywords import keyword_ranked, query_terms
 from retrieval.models import Chunk, QueryLog
 from retrieval.questions import _log, question_answer, search_run
@@ -290,6 +291,33 @@ class EvaluateCommandTests(HarborWorld):
         assert f"{golden}:" in text and f"{other}:" in text
         assert text.count("overall") == 2
 
+    def test_it_counts_the_answers_that_hold_their_expected_phrase(self):
+        answer = question_answer(
+            question="What does error HB-4042 mean?", user=None, k=5, log=False
+        ).answer
+        said = " ".join(answer.split()[:3])
+        golden = Path(self.enterContext(TemporaryDirectory())) / "phrases.jsonl"
+        rows = [
+            {"question": "What does error HB-4042 mean?", "kind": "identifier",
+             "expected_urls": ["https://docs.harbor.example/errors/"],
+             "expected_phrase": said.upper()},  # case and spacing aside
+            {"question": "What does error HB-4042 mean?", "kind": "identifier",
+             "expected_urls": ["https://docs.harbor.example/errors/"],
+             "expected_phrase": "a phrase no answer holds"},
+            {"question": "HB-5001", "kind": "identifier",
+             "expected_urls": ["https://docs.harbor.example/errors/"]},
+        ]  # fmt: skip
+        golden.write_text("\n".join(json.dumps(row) for row in rows))
+        out = StringIO()
+
+        call_command("evaluate", str(golden), "--json", stdout=out, stderr=StringIO())
+
+        report = json.loads(out.getvalue())[str(golden)]
+        assert report["overall"]["answer_phrase"] == 0.5, "of the two with a phrase"
+        with self.assertRaisesMessage(CommandError, "answer_phrase 0.5 < 0.8"):
+            call_command("evaluate", str(golden), "--min-answer-phrase=0.8",
+                         stdout=StringIO(), stderr=StringIO())  # fmt: skip
+
     def test_a_floor_that_is_not_reached_fails_the_command(self):
         with self.assertRaisesMessage(CommandError, "below the floor: mrr"):
             call_command("evaluate", str(FIXTURES / "golden.jsonl"), "--json",
@@ -457,3 +485,17 @@ class RareTermTests(HarborWorld):
         assert terms.terms[0].lexemes == 2, "searched as a phrase"
         assert matched == {pages["apart"]: 0, pages["adjacent"]: 1}
         assert [row.page_id for row in selected] == [pages["adjacent"]]
+
+
+@pytest.mark.parametrize(
+    ("phrase", "text", "found"),
+    [
+        ("CREATE INDEX CONCURRENTLY", "Use create index\nconcurrently on it.", True),
+        ("-W", "Run sphinx-build -W to fail on warnings.", True),
+        ("python -m venv", "Run `python  -m  venv .venv`.", True),
+        ("-W", "Warnings are printed.", False),
+        ("FORMAT csv", "COPY ... WITH (FORMAT text)", False),
+    ],
+)
+def test_a_phrase_is_in_an_answer_whatever_its_case_and_spacing(phrase, text, found):
+    assert phrase_in(phrase, text) is found

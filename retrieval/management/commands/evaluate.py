@@ -25,15 +25,17 @@ FLOORS = [
     "abstention_recall",
     "abstention_precision",
     "citation_precision",
+    "answer_phrase",
 ]
 
 
 class Command(BaseCommand):
     help = (
         "Run each question of a JSON Lines golden set ({question, expected_urls, "
-        "kind}; an empty expected_urls means the index should abstain) and print "
-        "recall@1, recall@5, MRR, abstention precision and recall and citation "
-        "precision, overall and per kind."
+        "kind, expected_phrase?}; an empty expected_urls means the index should "
+        "abstain) and print recall@1, recall@5, MRR, abstention precision and "
+        "recall, citation precision and the share of answers holding the "
+        "expected phrase, overall and per kind."
     )
 
     def add_arguments(self, parser) -> None:
