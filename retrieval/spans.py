@@ -37,6 +37,17 @@ SENTENCE_STOP = (".", "!", "?", ":", ";", ",")
 # ("max_connections").
 EMPHASIS = re.compile(r"(?<!\w)[*_]{1,2}(?=\S)|(?<=\S)[*_]{1,2}(?!\w)")
 HOW = re.compile(r"^\s*how\b|\bhow (?:do|can|to|should)\b", re.IGNORECASE)
+# A sentence that introduces what its section holds rather than saying it: "This
+# section describes an easy way to translate with sphinx-intl." Quoted alone it
+# answers nothing; the body that follows is the answer.
+TOPIC = re.compile(
+    r"\bthis (?:section|chapter|page|document|guide|tutorial|article)\b"
+    r"|^(?:here|below|the following)\b",
+    re.IGNORECASE,
+)
+# The sentences of a paragraph quoted up to the lead-in that ends it (its example
+# then comes too) when they are this short; longer, the quote skips to the lead-in.
+LEAD_IN_CHARS = 400
 
 
 @dataclass(frozen=True)
@@ -202,6 +213,21 @@ def _span(found: list[Block], index: int, sentence: str, score: float) -> Span:
     block = found[index]
     following = found[index + 1] if index + 1 < len(found) else None
     lead = clean_inline(sentence)
+    ending = _sentences(block.text)[-1:] if block.kind == "prose" else ()
+    if (
+        following is not None
+        and ending
+        and ending[0] != sentence
+        and _introduces(found, index, ending[0])
+    ):
+        # The paragraph goes on to a lead-in ("Example with options:"): the quote
+        # goes on to it, and brings what it introduces.
+        return Span(_up_to_lead_in(block, sentence, ending[0]), _attached(following),
+                    score, after=_plain(found[index + 2 :]))  # fmt: skip
+    if _names_its_topic(found, index, sentence):
+        body = _body(found[index + 1 :])
+        if body:
+            return Span(lead, body, score, after=_plain(found[index + 2 :]))
     if block.kind == "term" and following is not None:
         return Span(f"**{lead}**", _description(following), score,
                     after=_plain(found[index + 2 :]))  # fmt: skip
@@ -216,6 +242,39 @@ def _span(found: list[Block], index: int, sentence: str, score: float) -> Span:
     if block.kind == "list":
         lead = f"- {lead}"
     return Span(lead, "", score, after=" ".join([rest, _plain(found[index + 1 :])]))
+
+
+def _up_to_lead_in(block: Block, sentence: str, lead_in: str) -> str:
+    """The sentences of the block from ``sentence`` to the lead-in that ends it,
+    or the two alone, joined by an ellipsis, when those are too long."""
+    parts = _sentences(block.text)
+    between = parts[parts.index(sentence) : parts.index(lead_in) + 1]
+    text = " ".join(between)
+    if len(text) > LEAD_IN_CHARS:
+        text = f"{sentence} … {lead_in}"
+    return clean_inline(text)
+
+
+def _names_its_topic(found: list[Block], index: int, sentence: str) -> bool:
+    """Whether the sentence only introduces its section ("This section
+    describes …"): the first of its section, saying so, with more of the section
+    after its paragraph."""
+    first = index == 0 or found[index - 1].kind == "heading"
+    block = found[index]
+    parts = _sentences(block.text) if block.kind == "prose" else ()
+    if not (first and parts[:1] == (sentence,) and TOPIC.search(sentence)):
+        return False
+    return index + 1 < len(found) and found[index + 1].kind != "heading"
+
+
+def _body(rest: list[Block]) -> str:
+    """What a section says after its introduction: the next block, a list, table
+    or code whole (within ATTACHED_LINES), prose within DESCRIPTION_CHARS."""
+    if not rest or rest[0].kind == "heading":
+        return ""
+    if rest[0].kind in {"code", "table", "list"}:
+        return _attached(rest[0])
+    return _description(rest[0])
 
 
 def _rest_of(block: Block, sentence: str) -> str:

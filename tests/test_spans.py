@@ -89,3 +89,83 @@ def test_markers_inside_code_are_code():
 
     assert "items[1] = values[2]" in answer.text
     assert answer.cited == [1]
+
+
+CODE_BLOCK = """### Showing code
+
+The `code-block` directive highlights a block of code in a language. With the
+`:emphasize-lines:` option, given line numbers are highlighted. Example with options:
+
+```rst
+.. code-block:: python
+   :emphasize-lines: 3,5
+
+   def some_function():
+       interesting = False
+```
+
+Other options follow.
+"""
+
+INTL = """## Translating with sphinx-intl
+
+This section describes an easy way to translate with sphinx-intl.
+
+1. Install sphinx-intl: `pip install sphinx-intl`.
+2. Add configurations to `conf.py`: `locale_dirs = ['locale/']`.
+3. Extract translatable messages: `make gettext`.
+
+## Using Transifex
+
+Transifex is a service.
+"""
+
+LONG_LEAD = (
+    "### Options\n\nThe `:emphasize-lines:` option highlights lines. "
+    + "It takes a list of numbers and ranges of them, in any order. " * 8
+    + "Example:\n\n```rst\n:emphasize-lines: 1-2\n```\n"
+)
+
+
+def test_a_paragraph_that_ends_on_a_lead_in_brings_its_example():
+    span = best_span("Which code-block option highlights lines?", CODE_BLOCK)
+
+    assert "With the `:emphasize-lines:` option, given line numbers" in span.lead
+    assert span.lead.endswith("Example with options:")
+    assert span.attached.startswith("```rst\n.. code-block:: python")
+    assert ":emphasize-lines: 3,5" in span.attached
+
+
+def test_a_long_way_to_the_lead_in_is_skipped_with_an_ellipsis():
+    span = best_span("emphasize-lines option", LONG_LEAD)
+
+    assert span.lead == "The `:emphasize-lines:` option highlights lines. … Example:"
+    assert span.attached == "```rst\n:emphasize-lines: 1-2\n```"
+
+
+def test_a_section_that_names_its_topic_is_answered_from_its_body():
+    span = best_span("How do I translate with sphinx-intl?", INTL)
+
+    assert span.lead.startswith("This section describes an easy way")
+    assert "pip install sphinx-intl" in span.attached
+    assert "make gettext" in span.attached
+    assert "Transifex" not in span.attached
+
+
+def test_a_first_sentence_that_says_something_is_quoted_alone():
+    # "A partial index is …" answers "what is": it introduces nothing.
+    span = best_span("What is a partial index?", PARTIAL)
+
+    assert span.lead == "A partial index is an index built over a subset of a table."
+    assert span.attached == ""
+
+
+def test_the_extractive_answer_holds_the_example_not_only_its_lead_in():
+    passage = Passage(number=1, title="Code", url="https://d.example/code/",
+                      heading="Showing code", text=CODE_BLOCK)  # fmt: skip
+
+    answer = answer_compose(
+        question="Which code-block option highlights lines?", passages=[passage]
+    )
+
+    assert ":emphasize-lines: 3,5" in answer.text
