@@ -281,6 +281,9 @@ EMBEDDING_COST_PER_MILLION_TOKENS = env_float(
     "EMBEDDING_COST_PER_MILLION_TOKENS", 0.0, minimum=0.0, maximum=1_000_000.0
 )
 SEARCH_CHUNKS_PER_PAGE = env_int("SEARCH_CHUNKS_PER_PAGE", 2, minimum=1)
+# pgvector's hnsw.ef_search for every search (see retrieval.search): recall against
+# latency; raise it for indexes of a million vectors or more.
+SEARCH_HNSW_EF = env_int("SEARCH_HNSW_EF", 200, minimum=10, maximum=1000)
 OPENAI_BASE_URL = env_str("OPENAI_BASE_URL")
 OPENAI_MAX_RETRIES = env_int("OPENAI_MAX_RETRIES", 5)
 OPENAI_TIMEOUT = env_int("OPENAI_TIMEOUT", 60, minimum=1)

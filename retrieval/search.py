@@ -48,13 +48,14 @@ VECTOR_WEIGHT_NO_FLOOR = 0.25
 KEYWORD_WEIGHT = 1.0
 # Searchable vectors taken, nearest first, before fusion.
 CANDIDATES = 100
-# HNSW search breadth. Recall@10 against an exact scan: at 100,000 chunks of hashed
-# vectors (bench.query latency, 200 questions) 400 0.992, 300 0.985, 200 0.968; over
-# the 33,273 local-model vectors of both golden sites (their 124 questions) 400
-# 0.990, 300 0.988, 200 0.984, 100 0.966. The golden sets scored the same at 200 as
-# at 300, and a search over HTTP took about 4 ms less at p50 and p95. pgvector 0.6
-# returns at most this many rows before filtering, so it stays above CANDIDATES.
-HNSW_EF_SEARCH = 200
+# HNSW search breadth: the SEARCH_HNSW_EF setting, 200 by default. Recall@10
+# against an exact scan: at 100,000 chunks of hashed vectors (bench.query latency,
+# 200 questions) 400 0.992, 300 0.985, 200 0.968; over the 33,273 local-model
+# vectors of both golden sites (their 124 questions) 400 0.990, 300 0.988, 200
+# 0.984, 100 0.966. The golden sets scored the same at 200 as at 300, and a search
+# over HTTP took about 4 ms less at p50 and p95. A million vectors want more
+# (bench.vectors: 0.84 at 200, 0.89 at 400 with hashed vectors). With iterative
+# scans the breadth is the first batch, not a cap on the candidates.
 
 
 class SearchMode(StrEnum):
@@ -188,7 +189,7 @@ def search_breadth_set(sender, connection, **kwargs) -> None:
     up to ``hnsw.max_scan_tuples`` vectors (pgvector's default, 20,000).
     """
     with connection.cursor() as cursor:
-        sql.search_settings_apply(cursor, ef_search=HNSW_EF_SEARCH)
+        sql.search_settings_apply(cursor, ef_search=settings.SEARCH_HNSW_EF)
 
 
 def _keyword_hits(selected: list[KeywordHit], scored: list[KeywordHit]) -> list[Hit]:

@@ -3,12 +3,11 @@ from __future__ import annotations
 import random
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import connection, connections, transaction
 from django.test import TestCase, override_settings
 
 from retrieval.embeddings import get_embedder
 from retrieval.models import Chunk, Embedding
-from retrieval.search import HNSW_EF_SEARCH
 from retrieval.searchable import searchable_chunks
 from retrieval.spaces import (
     embedding_index_drop,
@@ -34,7 +33,18 @@ def index_definition(name: str) -> str:
 
 class SchemaTests(TestCase):
     def test_every_connection_searches_the_hnsw_index_with_the_breadth_set(self):
-        assert fetch("SHOW hnsw.ef_search") == [(str(HNSW_EF_SEARCH),)]
+        assert fetch("SHOW hnsw.ef_search") == [(str(settings.SEARCH_HNSW_EF),)]
+
+    def test_a_new_session_takes_the_breadth_the_setting_gives(self):
+        other = connections.create_connection("default")
+        try:
+            with override_settings(SEARCH_HNSW_EF=57):
+                other.ensure_connection()
+            with other.cursor() as cursor:
+                cursor.execute("SHOW hnsw.ef_search")
+                assert cursor.fetchone() == ("57",)
+        finally:
+            other.close()
 
     def test_the_throttle_and_cache_tables_are_unlogged(self):
         for table in ["kb_throttle", settings.CACHES["default"]["LOCATION"]]:

@@ -64,6 +64,21 @@ def test_vectors_up_to_what_a_half_precision_index_takes_are_accepted():
     )
 
 
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("SEARCH_HNSW_EF", "5", "SEARCH_HNSW_EF=5 must be at least 10 and at most"),
+        ("SEARCH_HNSW_EF", "wide", "SEARCH_HNSW_EF='wide' is not a whole number"),
+        ("INDEX_BUILD_MEMORY", "2gb", "INDEX_BUILD_MEMORY='2gb' is not a memory size"),
+    ],
+)
+def test_a_bad_search_or_index_setting_stops_start_up_naming_it(name, value, message):
+    result = run_check(**{name: value})
+
+    assert result.returncode != 0
+    assert message in result.stderr
+
+
 def test_a_retry_delay_not_longer_than_the_job_timeout_is_refused_at_start_up():
     result = run_check(Q_TIMEOUT="300", Q_RETRY="300")
 
