@@ -14,6 +14,7 @@ from ingest import boilerplate, wire
 from ingest.extract import html_to_page, markdown_title
 from ingest.generated import NotContent, page_not_content
 from ingest.normalize import normalize
+from ingest.release_notes import is_release_notes
 from kbsite.text import sha256_hex
 
 
@@ -32,6 +33,7 @@ class Content:
     # Why the page is generated rather than written (an index, a source listing),
     # if it is: crawled for its links, kept out of answers.
     not_content: NotContent | None = None
+    release_notes: bool = False  # see ingest.release_notes
 
 
 def content_derive(
@@ -65,6 +67,7 @@ def content_derive(
         raw_body=raw if raw[:2] == wire.GZIP_MAGIC else gzip.compress(raw),
         content_type=content_type,
         not_content=page_not_content(url=url, html=html, markdown=markdown),
+        release_notes=is_release_notes(url=url, title=title),
     )
 
 

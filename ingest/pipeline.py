@@ -88,6 +88,7 @@ def page_keep_body(*, page: Page, content: Content) -> None:
     page.raw_body = content.raw_body
     page.raw_content_type = content.content_type
     page.extractor_version = EXTRACTOR_VERSION
+    page.release_notes = content.release_notes
 
 
 def page_lock(page: Page) -> Page:

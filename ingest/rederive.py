@@ -108,7 +108,11 @@ def page_rederive_counted(*, page: Page) -> int | None:
     except (wire.DeliveryError, EmptyContent):
         return None
     kept_out = content_kept_out(content=content, source=page.source)
-    if content.digest == page.content_hash and page.not_indexed_reason == kept_out:
+    if (
+        content.digest == page.content_hash
+        and page.not_indexed_reason == kept_out
+        and page.release_notes == content.release_notes
+    ):
         if page.extractor_version != EXTRACTOR_VERSION:
             Page.objects.filter(pk=page.pk).update(extractor_version=EXTRACTOR_VERSION)
         return None
@@ -133,6 +137,7 @@ def page_reread(*, page: Page, content: Content) -> None:
         title=content.title, markdown=content.markdown, digest=content.digest
     )
     page.extractor_version = EXTRACTOR_VERSION
+    page.release_notes = content.release_notes
     history = page.versions.order_by("-recorded_at", "-pk").iterator(chunk_size=4)
     latest = next(history, None)
     if latest is None:

@@ -7,6 +7,7 @@ itself. A question abstains when neither list holds real evidence (see
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -48,6 +49,17 @@ VECTOR_WEIGHT_NO_FLOOR = 0.25
 KEYWORD_WEIGHT = 1.0
 # Searchable vectors taken, nearest first, before fusion.
 CANDIDATES = 100
+# A page of release notes mentions what other pages define: its fused score counts
+# this much unless the question asks about a version or a change. Any weight under
+# 1 puts the defining page first when both lists rank the two pages alike; at a
+# half, a page both lists rank in their first twenty outranks release notes both
+# rank first. Not tuned on a golden set: a changelog's mention is no definition.
+RELEASE_NOTES_WEIGHT = 0.5
+ABOUT_CHANGE = re.compile(
+    r"\b(?:new|news|change[sd]?|changelog|release[sd]?|deprecat\w*|removed|added|"
+    r"introduced|since|version|versions|upgrad\w*|migrat\w*)\b|\b\d+\.\d+\b",
+    re.IGNORECASE,
+)
 # HNSW search breadth: the SEARCH_HNSW_EF setting, 200 by default. Recall@10
 # against an exact scan: at 100,000 chunks of hashed vectors (bench.query latency,
 # 200 questions) 400 0.992, 300 0.985, 200 0.968; over the 33,273 local-model
@@ -74,6 +86,7 @@ class Hit:
     vector_rank: int | None = None
     keyword_rank: int | None = None
     matched: int = 0  # a bit per query term the chunk holds
+    release_notes: bool = False  # of a page of release notes
     # The whole row, read for the hits chosen only.
     chunk: Chunk = field(init=False, repr=False, compare=False)
 
@@ -126,7 +139,14 @@ def chunks_search(
         matched=[h.matched for h in keyword_hits],
         keywords=mode != SearchMode.VECTOR,
     )
-    fused = _fuse(vector_hits, keyword_hits, vector_weight=_vector_weight(evidence))
+    fused = _fuse(
+        vector_hits,
+        keyword_hits,
+        vector_weight=_vector_weight(evidence),
+        release_notes_weight=(
+            1.0 if ABOUT_CHANGE.search(query) else RELEASE_NOTES_WEIGHT
+        ),
+    )
     if not evidence.enough:
         return SearchResult(
             hits=[], abstained=True, evidence=evidence, candidates=len(vector_hits)
@@ -172,7 +192,11 @@ def _vector_hits(
         searchable=searchable,
         terms=terms.terms,
     )
-    hits = [Hit(pk=r.pk, page_id=r.page_id, similarity=r.similarity) for r in rows]
+    hits = [
+        Hit(pk=r.pk, page_id=r.page_id, similarity=r.similarity,
+            release_notes=r.release_notes)
+        for r in rows
+    ]  # fmt: skip
     hits.sort(key=lambda h: (-(h.similarity or 0.0), h.pk))
     for rank, hit in enumerate(hits, start=1):
         hit.vector_rank = rank
@@ -199,20 +223,29 @@ def _keyword_hits(selected: list[KeywordHit], scored: list[KeywordHit]) -> list[
     rows.update((row.pk, row) for row in selected)
     ranked = sorted(rows.values(), key=lambda r: (-r.score, r.pk))[:KEYWORD_HITS]
     return [
-        Hit(pk=row.pk, page_id=row.page_id, matched=row.matched, keyword_rank=rank)
+        Hit(pk=row.pk, page_id=row.page_id, matched=row.matched, keyword_rank=rank,
+            release_notes=row.release_notes)
         for rank, row in enumerate(ranked, start=1)
-    ]
+    ]  # fmt: skip
 
 
 def _fuse(
-    vector_hits: list[Hit], keyword_hits: list[Hit], *, vector_weight: float
+    vector_hits: list[Hit],
+    keyword_hits: list[Hit],
+    *,
+    vector_weight: float,
+    release_notes_weight: float = 1.0,
 ) -> list[Hit]:
     """Chunks by fused score. Pages are what gets cited, so each list votes for
     pages (by their best chunk's rank in it) as well as for chunks: a page whose
-    best vector chunk and best keyword chunk differ still gets both votes."""
+    best vector chunk and best keyword chunk differ still gets both votes. A page
+    of release notes gets ``release_notes_weight`` of its votes."""
     by_chunk: dict[int, Hit] = {}
     for hit in vector_hits + keyword_hits:
-        fused = by_chunk.setdefault(hit.pk, Hit(pk=hit.pk, page_id=hit.page_id))
+        fused = by_chunk.setdefault(
+            hit.pk,
+            Hit(pk=hit.pk, page_id=hit.page_id, release_notes=hit.release_notes),
+        )
         if hit.vector_rank is not None:
             fused.vector_rank, fused.similarity = hit.vector_rank, hit.similarity
         if hit.keyword_rank is not None:
@@ -229,6 +262,8 @@ def _fuse(
             page_score[page_id] += weight / (RRF_K + page_rank)
     for hit in by_chunk.values():
         hit.score = page_score[hit.page_id]
+        if hit.release_notes:
+            hit.score *= release_notes_weight
         hit.chunk_score = sum(
             weight / (RRF_K + getattr(hit, rank_of))
             for rank_of, weight in weights.items()

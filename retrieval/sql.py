@@ -83,6 +83,7 @@ class KeywordHit:
     embed_hash: str
     score: float
     matched: int  # a bit per term of the question the chunk holds
+    release_notes: bool  # of a page of release notes (ranked down)
 
 
 @dataclass(frozen=True)
@@ -94,12 +95,13 @@ class VectorCandidate:
     embed_hash: str
     score: float  # its keyword score
     matched: int
+    release_notes: bool
     similarity: float  # cosine, of the text's nearest window
 
     @property
     def keyword_hit(self) -> KeywordHit:
         return KeywordHit(self.pk, self.page_id, self.embed_hash, self.score,
-                          self.matched)  # fmt: skip
+                          self.matched, self.release_notes)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -216,8 +218,8 @@ def _scored(
     condition_params: list,
 ) -> tuple[Composed, list]:
     """Each searchable chunk that meets ``condition`` as a :class:`KeywordHit`
-    row (pk, page_id, embed_hash, score, matched), in no order; the score is 0 for
-    a chunk that holds no term.
+    row (pk, page_id, embed_hash, score, matched, release_notes), in no order; the
+    score is 0 for a chunk that holds no term.
 
     The inner query ranks each row once per term; the outer one adds the ranks up,
     so no rank is computed twice. A term of one lexeme is held when its rank is
@@ -228,6 +230,7 @@ def _scored(
         SQL("{} AS pk").format(_c("pk")),
         SQL("{} AS page_id").format(_c("page")),
         SQL("{} AS embed_hash").format(_c("embed_hash")),
+        SQL("{} AS release_notes").format(_p("release_notes")),
     ]
     column_params: list[str] = []
     for i, term in enumerate(terms):
@@ -247,7 +250,8 @@ def _scored(
         for i, t in enumerate(terms)
     ]
     statement = SQL(
-        "SELECT s.pk, s.page_id, s.embed_hash, {score} AS score, {held} AS matched "
+        "SELECT s.pk, s.page_id, s.embed_hash, {score} AS score, {held} AS matched, "
+        "s.release_notes "
         # OFFSET 0 keeps the inner query whole: inlined, each rank would be
         # computed again in every expression that uses it.
         "FROM (SELECT {columns} FROM {chunks} WHERE {where} AND ({condition}) "
@@ -381,7 +385,8 @@ def vector_candidates(
         "WITH nearest AS MATERIALIZED ({near} LIMIT %s), "
         "nearest_text AS (SELECT text_hash, 1 - min(distance) AS similarity "
         "FROM nearest GROUP BY text_hash) "
-        "SELECT c.pk, c.page_id, c.embed_hash, c.score, c.matched, n.similarity "
+        "SELECT c.pk, c.page_id, c.embed_hash, c.score, c.matched, c.release_notes, "
+        "n.similarity "
         "FROM ({scored}) c JOIN nearest_text n ON n.text_hash = c.embed_hash"
     ).format(near=near, scored=scored)
     with connection.cursor() as cursor:

@@ -425,6 +425,16 @@ class Page(models.Model):
     extractor_version = models.CharField(
         max_length=100, blank=True, editable=False, help_text="What made the Markdown."
     )
+    release_notes = models.BooleanField(
+        default=False,
+        db_default=False,
+        editable=False,
+        help_text=(
+            "Release notes or a changelog (by its address or title): ranked below "
+            "the pages that define what it mentions, unless a question asks about "
+            "a version or a change."
+        ),
+    )
     not_indexed_reason = models.CharField(
         "kept out of answers because",
         max_length=200,
