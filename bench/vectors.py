@@ -147,7 +147,8 @@ def main() -> None:
     from django.conf import settings
 
     vectors = questions(args.queries)
-    print(f"build memory {settings.INDEX_BUILD_MEMORY}; {args.queries} questions")
+    memory = settings.INDEX_BUILD_MEMORY or "the server's"
+    print(f"build memory {memory}; {args.queries} questions")
     for size in (int(s) for s in args.sizes.split(",")):
         filled(size, args.reuse)
         truth = exact_tops(vectors)

@@ -66,7 +66,9 @@ def content_derive(
         shapes=shapes,
         raw_body=raw if raw[:2] == wire.GZIP_MAGIC else gzip.compress(raw),
         content_type=content_type,
-        not_content=page_not_content(url=url, html=html, markdown=markdown),
+        not_content=page_not_content(
+            url=url, html=html, markdown=markdown, selector=selector
+        ),
         release_notes=is_release_notes(url=url, title=title),
     )
 

@@ -25,7 +25,7 @@ PERMALINK_TEXTS = {"¶", "#", "§", "🔗", "link"}
 H1 = re.compile(r"^# +(.+?)\s*#*$", re.MULTILINE)
 OPTIONS = html_to_markdown.ConversionOptions(extract_metadata=False)
 # Stored with each page: a change here means stored pages can be re-derived.
-EXTRACTOR_VERSION = "selectolax+html-to-markdown-3/2"
+EXTRACTOR_VERSION = "selectolax+html-to-markdown-3/3"
 HEADINGS = "h1, h2, h3, h4, h5, h6"
 # DocBook's boxed asides carry a heading ("Tip", "Note") that is not a section.
 ADMONITION_TITLES = ", ".join(
@@ -45,11 +45,7 @@ def html_to_page(html: str, *, selector: str = "") -> tuple[str, str]:
     tree = LexborHTMLParser(html)
     title_node = tree.css_first("title")
     title = title_node.text(strip=True) if title_node else ""
-    main = None
-    for candidate in [selector, *DEFAULT_SELECTORS] if selector else DEFAULT_SELECTORS:
-        main = tree.css_first(candidate)
-        if main is not None:
-            break
+    main = main_content(tree, selector)
     if main is None:
         return title, ""
     _terms_as_headings(main)
@@ -63,6 +59,16 @@ def html_to_page(html: str, *, selector: str = "") -> tuple[str, str]:
             anchor.decompose()
     markdown = html_to_markdown.convert(main.html or "", OPTIONS).content or ""
     return title or markdown_title(markdown), markdown
+
+
+def main_content(tree: LexborHTMLParser, selector: str = "") -> LexborNode | None:
+    """The page's main content: the source's selector, else the first of
+    DEFAULT_SELECTORS the page has."""
+    for candidate in [selector, *DEFAULT_SELECTORS] if selector else DEFAULT_SELECTORS:
+        main = tree.css_first(candidate)
+        if main is not None:
+            return main
+    return None
 
 
 def _terms_as_headings(main: LexborNode) -> None:

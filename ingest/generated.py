@@ -17,6 +17,8 @@ from urllib.parse import urlsplit
 
 from selectolax.lexbor import LexborHTMLParser
 
+from ingest.extract import main_content
+
 
 class Kind(StrEnum):
     INDEX = "index"
@@ -32,14 +34,20 @@ class NotContent:
     reason: str  # in plain words, for the editor
 
 
-# What generators mark their generated pages with: Sphinx's general and module
-# indexes (split by letter or whole), its search page, DocBook's back-of-the-book
-# index.
-INDEX_MARKERS = "table.indextable, .genindex-jumpbox, div.index"
-SEARCH_MARKERS = "#search-results"
-# Sphinx's highlighted source of a module, under _modules/ ("Source code for x").
+# What generators mark their generated pages with, inside the page's main content
+# (a theme's header may hold a search box's results on every page): Sphinx's
+# general and module indexes (split by letter or whole), DocBook's
+# back-of-the-book index; Sphinx's search page, which alone loads the site's
+# search index.
+INDEX_MARKERS = "table.indextable, .genindex-jumpbox, div.index div.indexdiv"
+SEARCH_MARKER = "#search-results"
+SEARCH_INDEX = 'script[src$="searchindex.js"]'
+# Sphinx's highlighted source of a module, under _modules/ ("Source code for
+# package.module") and their list.
 SOURCE_PATH = "_modules"
-SOURCE_HEADING = re.compile(r"^(Source code for |All modules for which code)")
+SOURCE_HEADING = re.compile(
+    r"^(?:Source code for [\w.]+|All modules for which code is available)$"
+)
 NOINDEX = re.compile(r"\b(noindex|none)\b", re.IGNORECASE)
 # A page of this much link text (and this many linked words) is a table of
 # contents or a link list: its answers are on the pages it links to. Of the
@@ -54,11 +62,14 @@ LINK = re.compile(r"\[([^\]]*)\]\([^)]*\)")
 WORD = re.compile(r"\w+")
 
 
-def page_not_content(*, url: str, html: str | None, markdown: str) -> NotContent | None:
+def page_not_content(
+    *, url: str, html: str | None, markdown: str, selector: str = ""
+) -> NotContent | None:
     """Why this page is not content, or None if it is. ``html`` is None for a
-    page delivered as Markdown: only its URL and its text can tell."""
+    page delivered as Markdown: only its URL and its text can tell. ``selector``
+    picks the main content, as for reading the page."""
     if html is not None:
-        found = _marked(LexborHTMLParser(html))
+        found = _marked(LexborHTMLParser(html), selector)
         if found is not None:
             return found
     if SOURCE_PATH in urlsplit(url).path.split("/"):
@@ -66,16 +77,20 @@ def page_not_content(*, url: str, html: str | None, markdown: str) -> NotContent
     return _links_only(markdown)
 
 
-def _marked(tree: LexborHTMLParser) -> NotContent | None:
+def _marked(tree: LexborHTMLParser, selector: str) -> NotContent | None:
     for meta in tree.css("meta[name]"):
         name = (meta.attributes.get("name") or "").lower()
         if name == "robots" and NOINDEX.search(meta.attributes.get("content") or ""):
             return NotContent(Kind.NOINDEX, "the page asks not to be indexed (noindex)")
-    if tree.css_first(INDEX_MARKERS) is not None:
+    main = main_content(tree, selector)
+    if main is None:
+        return None
+    if main.css_first(INDEX_MARKERS) is not None:
         return NotContent(Kind.INDEX, "a generated index of the site's terms")
-    if tree.css_first(SEARCH_MARKERS) is not None:
+    searching = main.css_first(SEARCH_MARKER) is not None
+    if searching and tree.css_first(SEARCH_INDEX) is not None:
         return NotContent(Kind.SEARCH, "the site's search page")
-    heading = tree.css_first("h1")
+    heading = main.css_first("h1")
     if heading is not None and SOURCE_HEADING.match(heading.text(strip=True)):
         return NotContent(Kind.SOURCE_LISTING, "a source code listing")
     return None

@@ -19,6 +19,7 @@ PATH = re.compile(
     r"(?:[-_.]?\d[\w.-]*)?$",
     re.IGNORECASE,
 )
+VERSION_OR_INDEX = re.compile(r"^(?:v?\d[\w.-]*|index)$", re.IGNORECASE)
 TITLE = re.compile(
     r"^(?:change-?log\b|changes(?:\s+(?:in|since|for)\b|\s*(?:[—–|:-]|$))"
     r"|release notes|release \d|what[’']?s new|version history)",
@@ -28,9 +29,13 @@ TITLE = re.compile(
 
 def is_release_notes(*, url: str, title: str) -> bool:
     """Whether the page at ``url`` titled ``title`` is release notes or a
-    changelog."""
-    for segment in urlsplit(url).path.split("/"):
-        stem = segment.rsplit(".", 1)[0] if "." in segment else segment
-        if stem and PATH.match(stem):
-            return True
+    changelog: by the last segment of its path, or the one before a version or an
+    index (``releases/3.2.4/``, ``whatsnew/3.11.html``), or by its title."""
+    segments = [s for s in urlsplit(url).path.split("/") if s]
+    stems = [s.rsplit(".", 1)[0] if "." in s else s for s in segments]
+    named = stems[-1:]
+    if len(stems) > 1 and VERSION_OR_INDEX.match(stems[-1]):
+        named = stems[-2:]
+    if any(PATH.match(stem) for stem in named):
+        return True
     return TITLE.match(title.strip()) is not None

@@ -103,17 +103,26 @@ def env_optional_float(name: str, *, minimum: float, maximum: float) -> float | 
     return env_float(name, 0.0, minimum=minimum, maximum=maximum)
 
 
-MEMORY_UNITS = ("kB", "MB", "GB", "TB")
-MEMORY = re.compile(r"\d+(?:kB|MB|GB|TB)")
+MEMORY_UNITS = {"kB": 1, "MB": 1024, "GB": 1024**2, "TB": 1024**3}
+MEMORY = re.compile(r"(\d+)\s*(kB|MB|GB|TB)")
+# What PostgreSQL takes for maintenance_work_mem, in kB.
+MEMORY_RANGE = (1024, 2147483647)
 
 
-def env_memory(name: str, default: str) -> str:
-    """``NAME`` as a PostgreSQL memory size, e.g. ``512MB`` or ``2GB`` (its own
-    units, case and all: PostgreSQL refuses ``2gb``)."""
-    value = env_str(name, default) or default
-    if not MEMORY.fullmatch(value):
+def env_memory(name: str) -> str:
+    """``NAME`` as a size for PostgreSQL's ``maintenance_work_mem``, e.g. ``512MB``
+    or ``2GB`` (PostgreSQL's units, case and all: it refuses ``2gb``), from 1MB to
+    2TB; '' when unset (the server's own)."""
+    value = env_str(name)
+    if not value:
+        return ""
+    found = MEMORY.fullmatch(value)
+    if found is None:
         raise ImproperlyConfigured(
             f"{name}={value!r} is not a memory size such as 512MB or 2GB "
             f"(a whole number and one of {', '.join(MEMORY_UNITS)})"
         )
+    kilobytes = int(found.group(1)) * MEMORY_UNITS[found.group(2)]
+    if not MEMORY_RANGE[0] <= kilobytes <= MEMORY_RANGE[1]:
+        raise ImproperlyConfigured(f"{name}={value!r} must be from 1MB to 2TB")
     return value

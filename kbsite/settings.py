@@ -266,9 +266,11 @@ EMBEDDING_DIMENSIONS = env_int(
     maximum=4000,
 )
 # The memory an HNSW index build may take (PostgreSQL's maintenance_work_mem for
-# that statement alone). A graph that outgrows it is built far more slowly; the
-# server's default, 64MB, holds about 40,000 vectors of 384 dimensions.
-INDEX_BUILD_MEMORY = env_memory("INDEX_BUILD_MEMORY", "1GB")
+# that statement alone); unset, the server's own (64MB unless configured). A graph
+# that outgrows it is built far more slowly. Not set by default: pgvector's
+# parallel build keeps the graph in shared memory, which a container may cap at
+# 64MB (Docker's /dev/shm).
+INDEX_BUILD_MEMORY = env_memory("INDEX_BUILD_MEMORY")
 # The most tokens (of the model's own tokenizer) one vector stands for; a longer
 # text gets several vectors. 0: what the model reads (see retrieval.windows).
 EMBEDDING_MAX_INPUT_TOKENS = env_int("EMBEDDING_MAX_INPUT_TOKENS", 0, minimum=0)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,7 +35,7 @@ class Outcome:
     cited_right: int
     evidence: Evidence | None = None
     candidates: int = 0  # vector candidates among the searchable chunks
-    phrase_found: bool | None = None  # in the answer; None: no phrase or no answer
+    phrase_found: bool | None = None  # in the answer; None: no phrase to look for
 
 
 def golden_load(path: Path) -> list[Golden]:
@@ -106,9 +107,18 @@ def golden_run(
 
 
 def phrase_in(phrase: str, text: str) -> bool:
-    """The phrase is in the text, whatever the case and the spacing (an answer
-    may wrap a command over two lines, or start a sentence with it)."""
-    return " ".join(phrase.split()).casefold() in " ".join(text.split()).casefold()
+    """The phrase is in the text as words, whatever the case and the spacing (an
+    answer may wrap a command over two lines, or start a sentence with it): "-W"
+    is not in "re-written", nor "key" in "keys"."""
+    words = " ".join(phrase.split())
+    if not words:
+        return False
+    pattern = re.escape(words).replace(r"\ ", r"\s+")
+    if words[0].isalnum() or words[0] == "_":
+        pattern = r"(?<!\w)" + pattern
+    if words[-1].isalnum() or words[-1] == "_":
+        pattern += r"(?!\w)"
+    return re.search(pattern, text, re.IGNORECASE) is not None
 
 
 def metrics(outcomes: list[Outcome]) -> dict[str, float | int | None]:

@@ -37,7 +37,9 @@ class Progress:
 def index_rebuild(*, target: Embedder, keep_old: bool = False) -> Iterator[Progress]:
     """Yield progress after each page, then once more after the switch."""
     space = embedder_register(target)
-    pages = Page.objects.filter(status=Page.Status.LIVE).order_by("pk")
+    # Pages kept out of answers (generated indexes, listings) have no chunks.
+    answered = Page.objects.filter(status=Page.Status.LIVE, not_indexed_reason="")
+    pages = answered.order_by("pk")
     progress = Progress(pages_total=pages.count())
     waiting: list[int] = []
     for page in pages.only("pk", "title", "markdown").iterator():
@@ -79,7 +81,11 @@ def _rechunk(page: Page, drafts: list[ChunkDraft]) -> int:
     """Swap in the new chunk set, unless the page changed since it was read."""
     with transaction.atomic():
         locked = Page.objects.select_for_update().get(pk=page.pk)
-        if locked.markdown != page.markdown or locked.status != Page.Status.LIVE:
+        if (
+            locked.markdown != page.markdown
+            or locked.status != Page.Status.LIVE
+            or locked.not_indexed_reason
+        ):
             return 0
         page_chunks_replace(page=locked, drafts=drafts)
     return 1

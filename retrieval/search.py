@@ -55,9 +55,13 @@ CANDIDATES = 100
 # half, a page both lists rank in their first twenty outranks release notes both
 # rank first. Not tuned on a golden set: a changelog's mention is no definition.
 RELEASE_NOTES_WEIGHT = 0.5
+# A question about a version or a change, in its own words: not "a new table" or
+# "change the port", but "what's new", "changed in", "deprecated", "since 5.1".
 ABOUT_CHANGE = re.compile(
-    r"\b(?:new|news|change[sd]?|changelog|release[sd]?|deprecat\w*|removed|added|"
-    r"introduced|since|version|versions|upgrad\w*|migrat\w*)\b|\b\d+\.\d+\b",
+    r"\bwhat(?:['’]s| is| are) new\b|\bnew in\b|\bwhat changed\b"
+    r"|\bchange[sd]? (?:in|since|between)\b|\b(?:added|removed|introduced) in\b"
+    r"|\bdeprecat\w*|\bchangelog\b|\brelease notes?\b|\bversion \d"
+    r"|\b(?:in|since|before|after|from|to|until) v?\d+\.\d+\b(?!\.\d)",
     re.IGNORECASE,
 )
 # HNSW search breadth: the SEARCH_HNSW_EF setting, 200 by default. Recall@10

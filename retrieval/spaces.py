@@ -41,10 +41,13 @@ def embedding_index_ensure(*, space: str, dimensions: int) -> str:
 
 @contextmanager
 def index_build_memory(cursor) -> Iterator[None]:
-    """The session's ``maintenance_work_mem`` at INDEX_BUILD_MEMORY for the block:
-    pgvector builds an HNSW graph in that memory, and far more slowly once the
-    graph outgrows it. Set and reset, not ``SET LOCAL``: a build may run outside a
-    transaction (a migration that is not atomic)."""
+    """The session's ``maintenance_work_mem`` at INDEX_BUILD_MEMORY, if set, for
+    the block: pgvector builds an HNSW graph in that memory, and far more slowly
+    once the graph outgrows it. Set and reset, not ``SET LOCAL``: a build may run
+    outside a transaction (a migration that is not atomic)."""
+    if not settings.INDEX_BUILD_MEMORY:
+        yield  # the server's own
+        return
     sql.build_memory_set(cursor, settings.INDEX_BUILD_MEMORY)
     try:
         yield

@@ -213,6 +213,13 @@ def _span(found: list[Block], index: int, sentence: str, score: float) -> Span:
     block = found[index]
     following = found[index + 1] if index + 1 < len(found) else None
     lead = clean_inline(sentence)
+    if block.kind == "term" and following is not None:
+        return Span(f"**{lead}**", _described(found, index + 1), score,
+                    after=_plain(found[index + 2 :]))  # fmt: skip
+    if block.kind == "prose" and index > 0 and found[index - 1].kind == "term":
+        term = clean_inline(" ".join(found[index - 1].text.split()))
+        return Span(f"**{term}**", _described(found, index), score,
+                    after=_plain(found[index + 1 :]))  # fmt: skip
     ending = _sentences(block.text)[-1:] if block.kind == "prose" else ()
     if (
         following is not None
@@ -228,13 +235,6 @@ def _span(found: list[Block], index: int, sentence: str, score: float) -> Span:
         body = _body(found[index + 1 :])
         if body:
             return Span(lead, body, score, after=_plain(found[index + 2 :]))
-    if block.kind == "term" and following is not None:
-        return Span(f"**{lead}**", _description(following), score,
-                    after=_plain(found[index + 2 :]))  # fmt: skip
-    if block.kind == "prose" and index > 0 and found[index - 1].kind == "term":
-        term = clean_inline(" ".join(found[index - 1].text.split()))
-        return Span(f"**{term}**", _description(block), score,
-                    after=_plain(found[index + 1 :]))  # fmt: skip
     if following is not None and _introduces(found, index, sentence):
         return Span(lead, _attached(following), score,
                     after=_plain(found[index + 2 :]))  # fmt: skip
@@ -242,6 +242,16 @@ def _span(found: list[Block], index: int, sentence: str, score: float) -> Span:
     if block.kind == "list":
         lead = f"- {lead}"
     return Span(lead, "", score, after=" ".join([rest, _plain(found[index + 1 :])]))
+
+
+def _described(found: list[Block], index: int) -> str:
+    """The description at ``index``, with what its closing lead-in introduces
+    ("… takes the following values:" and the list)."""
+    text = _description(found[index])
+    last = _sentences(found[index].text)[-1:]
+    if last and index + 1 < len(found) and _introduces(found, index, last[0]):
+        return f"{text}\n\n{_attached(found[index + 1])}"
+    return text
 
 
 def _up_to_lead_in(block: Block, sentence: str, lead_in: str) -> str:
@@ -257,23 +267,28 @@ def _up_to_lead_in(block: Block, sentence: str, lead_in: str) -> str:
 
 def _names_its_topic(found: list[Block], index: int, sentence: str) -> bool:
     """Whether the sentence only introduces its section ("This section
-    describes …"): the first of its section, saying so, with more of the section
-    after its paragraph."""
+    describes …"): the first of its section, alone in its paragraph and saying
+    so, with more of the section after it. (One followed by more sentences of
+    its own is quoted with them, as any other.)"""
     first = index == 0 or found[index - 1].kind == "heading"
     block = found[index]
     parts = _sentences(block.text) if block.kind == "prose" else ()
-    if not (first and parts[:1] == (sentence,) and TOPIC.search(sentence)):
+    if not (first and parts == (sentence,) and TOPIC.search(sentence)):
         return False
     return index + 1 < len(found) and found[index + 1].kind != "heading"
 
 
 def _body(rest: list[Block]) -> str:
-    """What a section says after its introduction: the next block, a list, table
-    or code whole (within ATTACHED_LINES), prose within DESCRIPTION_CHARS."""
+    """What a section says after its introduction: the next block, a list or
+    table within ATTACHED_LINES, code whole, prose within DESCRIPTION_CHARS, a
+    definition with its term."""
     if not rest or rest[0].kind == "heading":
         return ""
     if rest[0].kind in {"code", "table", "list"}:
         return _attached(rest[0])
+    if rest[0].kind == "term" and len(rest) > 1:
+        term = clean_inline(" ".join(rest[0].text.split()))
+        return f"**{term}** {_description(rest[1])}"
     return _description(rest[0])
 
 

@@ -8,7 +8,9 @@ from django.contrib.auth.models import User
 
 from ingest.generated import Kind, page_not_content
 from ingest.models import Delivery
+from retrieval.embeddings import get_embedder
 from retrieval.models import Chunk
+from retrieval.reembed import index_rebuild
 from retrieval.search import chunks_search
 from sources.models import Page, PageVersion
 from tests.world import SITE, IngestWorld, page_html, run_queued
@@ -56,6 +58,15 @@ INDEXABLE = sphinx(
     "<h1>Draft</h1><p>The zebra_mode option turns stripes on.</p>",
     head='<meta name="robots" content="index, follow">',
 )
+# A theme's chrome on every page: a search box's results in the header (Just the
+# Docs), a navigation wrapper named "index".
+THEMED = (
+    "<html><head><title>Configuration</title></head><body><header>"
+    '<div id="search-results" class="search-results"></div></header>'
+    '<nav><div class="index"><a href="a.html">A</a></div></nav>'
+    "<main><h1>Configuration</h1><p>Set zebra_mode to draw stripes.</p></main>"
+    "</body></html>"
+)
 CONTENTS = "# Guide\n\n" + "\n".join(
     f"- [Chapter {n}: stripes and zebra modes]({SITE}/ch{n}.html)" for n in range(8)
 )
@@ -97,6 +108,8 @@ def test_a_generated_page_is_recognised_with_its_reason(url, html, markdown, kin
         # A page about searching, named so, without the search page's markers.
         (f"{SITE}/search.html", sphinx("<h1>Search</h1><p>Full text.</p>"), "x"),
         (f"{SITE}/_modules_guide/zebra.html", None, "How modules work."),
+        (f"{SITE}/configuration.html", THEMED, "Set zebra_mode to draw stripes."),
+        (f"{SITE}/tutorial.html", sphinx("<h1>Source code for the tutorial</h1>"), "x"),
         (f"{SITE}/short/", None, "- [One](a)\n- [Two](b)"),
     ],
 )
@@ -179,6 +192,16 @@ class GeneratedPageIngestTests(IngestWorld):
 
         hits = chunks_search(query="zebra_mode", user=None, k=5).hits
         assert [h.chunk.page.url for h in hits] == [f"{SITE}/usage.html"]
+
+    def test_rebuilding_the_index_leaves_generated_pages_out(self):
+        self.ingest(f"{SITE}/genindex.html", GENINDEX)
+        self.ingest(f"{SITE}/usage.html", page_html("Usage", ("Zebra", "Stripes.")))
+
+        for _ in index_rebuild(target=get_embedder()):
+            pass
+
+        assert not self.page(f"{SITE}/genindex.html").chunks.exists()
+        assert self.page(f"{SITE}/usage.html").chunks.exists()
 
     def source_form(self) -> dict:
         """The source's change form as the admin shows it, unchanged."""

@@ -41,6 +41,8 @@ def test_release_notes_are_known_by_their_address_or_title(url, title):
     ("url", "title"),
     [
         ("https://docs.djangoproject.com/en/3.2/internals/release-process/", "x"),
+        ("https://docs.gitlab.example/ee/api/releases/links.html", "Release links API"),
+        ("https://docs.example.com/news/2020/tutorial.html", "A tutorial"),
         ("https://www.postgresql.org/docs/15/history.html", "A Brief History"),
         ("https://docs.example.com/guide/changing-passwords.html", "Passwords"),
         ("https://docs.example.com/newsletter/", "Our newsletter"),
@@ -122,8 +124,17 @@ def test_release_notes_ranked_alike_come_after_the_page_that_defines():
         ("autodoc_typehints in 5.1", True),
         ("Is autodoc_typehints deprecated?", True),
         ("What is new in Python 3.11?", True),
+        ("What's new in 5.0?", True),
+        ("Which settings were removed in Django 4.0?", True),
+        ("autodoc_typehints since 4.1", True),
         ("autodoc_typehints", False),
         ("How do I show type hints in the description?", False),
+        ("How do I squash migrations?", False),
+        ("How do I create a new app?", False),
+        ("How do I change the admin site header?", False),
+        ("How do I release a lock in asyncio?", False),
+        ("Bind the server to 127.0.0.1", False),
+        ("What happens to files that are removed from the temporary directory?", False),
     ],
 )
 def test_a_question_asks_about_a_change_in_its_own_words(question, about_change):

@@ -495,6 +495,10 @@ class RareTermTests(HarborWorld):
         ("python -m venv", "Run `python  -m  venv .venv`.", True),
         ("-W", "Warnings are printed.", False),
         ("FORMAT csv", "COPY ... WITH (FORMAT text)", False),
+        ("-W", "Warnings can be re-written.", False),
+        ("key", "Sort the keys.", False),
+        (":=", "Use x := f() in the loop.", True),
+        ("lru_cache(maxsize", "@lru_cache(maxsize=32)", True),
     ],
 )
 def test_a_phrase_is_in_an_answer_whatever_its_case_and_spacing(phrase, text, found):

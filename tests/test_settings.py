@@ -39,19 +39,38 @@ def test_a_bad_embedding_backend_stops_start_up_with_a_message_naming_it():
     )
 
 
-@pytest.mark.parametrize("value", ["64MB", "512kB", "2GB", "1TB", " 1GB "])
+@pytest.mark.parametrize("value", ["64MB", "1024kB", "2GB", "1 GB", " 1TB "])
 def test_a_memory_size_in_postgresqls_units_is_taken(monkeypatch, value):
     monkeypatch.setenv("INDEX_BUILD_MEMORY", value)
 
-    assert env_memory("INDEX_BUILD_MEMORY", "1GB") == value.strip()
+    assert env_memory("INDEX_BUILD_MEMORY") == value.strip()
 
 
-@pytest.mark.parametrize("value", ["2gb", "1.5GB", "1 GB", "lots", "-1GB", "1024"])
-def test_a_memory_size_postgresql_would_refuse_is_refused_naming_it(monkeypatch, value):
+def test_no_memory_size_leaves_the_servers_own(monkeypatch):
+    monkeypatch.delenv("INDEX_BUILD_MEMORY", raising=False)
+
+    assert env_memory("INDEX_BUILD_MEMORY") == ""
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("2gb", "is not a memory size such as 512MB"),  # units are case-sensitive
+        ("1.5GB", "is not a memory size such as 512MB"),
+        ("lots", "is not a memory size such as 512MB"),
+        ("-1GB", "is not a memory size such as 512MB"),
+        ("1024", "is not a memory size such as 512MB"),  # no unit: say one
+        ("512kB", "must be from 1MB to 2TB"),
+        ("3TB", "must be from 1MB to 2TB"),
+    ],
+)
+def test_a_memory_size_without_a_unit_or_out_of_range_is_refused_naming_it(
+    monkeypatch, value, message
+):
     monkeypatch.setenv("INDEX_BUILD_MEMORY", value)
 
-    with pytest.raises(ImproperlyConfigured, match=r"INDEX_BUILD_MEMORY=.*512MB"):
-        env_memory("INDEX_BUILD_MEMORY", "1GB")
+    with pytest.raises(ImproperlyConfigured, match=f"INDEX_BUILD_MEMORY=.*{message}"):
+        env_memory("INDEX_BUILD_MEMORY")
 
 
 def test_vectors_up_to_what_a_half_precision_index_takes_are_accepted():

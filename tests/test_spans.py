@@ -169,3 +169,39 @@ def test_the_extractive_answer_holds_the_example_not_only_its_lead_in():
     )
 
     assert ":emphasize-lines: 3,5" in answer.text
+
+
+TYPEHINTS = """### Configuration
+
+###### `autodoc_typehints`
+
+This value controls how to represent typehints. The setting takes the following
+values:
+
+- `'signature'` – Show typehints in the signature (default)
+- `'description'` – Show typehints as content of the function or method
+- `'none'` – Do not show typehints
+"""
+
+INSTALL_TOPIC = """## Installing
+
+This section describes how to install Sphinx. You need Python 3.8 or later, then
+run pip install sphinx in a virtual environment.
+
+Debian and Ubuntu users may install the python3-sphinx package instead.
+"""
+
+
+def test_a_term_comes_with_its_description_and_the_list_the_description_leads_into():
+    span = best_span("What values does autodoc_typehints take?", TYPEHINTS)
+
+    assert span.lead == "**`autodoc_typehints`**"
+    assert span.attached.startswith("This value controls how to represent typehints.")
+    assert "`'description'` – Show typehints as content" in span.attached
+
+
+def test_a_topic_sentence_followed_by_its_own_sentences_is_quoted_with_them():
+    span = best_span("How do I install Sphinx?", INSTALL_TOPIC)
+
+    assert "pip install sphinx" in span.markdown + span.after
+    assert "python3-sphinx" not in span.attached

@@ -44,11 +44,12 @@ def _rebuild(apps, schema_editor, *, half: bool) -> None:
                 flush=True,
             )
             # The graph is built in this memory, far more slowly once outgrown.
-            cursor.execute(
-                SQL("SET maintenance_work_mem = {}")
-                .format(Literal(settings.INDEX_BUILD_MEMORY))
-                .as_string()
-            )
+            if settings.INDEX_BUILD_MEMORY:
+                cursor.execute(
+                    SQL("SET maintenance_work_mem = {}")
+                    .format(Literal(settings.INDEX_BUILD_MEMORY))
+                    .as_string()
+                )
             cursor.execute(
                 SQL(
                     "CREATE INDEX IF NOT EXISTS {} ON {} USING hnsw "
