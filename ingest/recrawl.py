@@ -91,7 +91,10 @@ def pages_recrawl(
     """Hand these pages (at most ``limit``) to their sources' crawlers: pushes to
     Crawlbase, fetches by the built-in (or Nstproxy) fetcher."""
     if limit is not None:
-        pages = Page.objects.filter(pk__in=pages[:limit].values("pk"))
+        # The first ``limit`` in the pages' order, kept in it (the most overdue
+        # get the first pushes).
+        chosen = Page.objects.filter(pk__in=pages[:limit].values("pk"))
+        pages = chosen.order_by(*pages.query.order_by)
     crawlbase = pages.filter(source__fetcher=Source.Fetcher.CRAWLBASE)
     here = pages.exclude(source__fetcher=Source.Fetcher.CRAWLBASE)
     plan = RecrawlPlan()

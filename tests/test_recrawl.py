@@ -85,16 +85,19 @@ def test_due_selection_honours_each_pages_own_time_and_tombstones(source):
 
 
 @pytest.mark.django_db
-def test_the_most_overdue_pages_get_the_first_pushes(source):
+@pytest.mark.parametrize(
+    ("limit", "pushed"), [(None, ["/b/", "/c/", "/a/"]), (2, ["/b/", "/c/"])]
+)
+def test_the_most_overdue_pages_get_the_first_pushes(source, limit, pushed):
     now = timezone.now()
     for path, hours in [("/a/", 1), ("/b/", 3), ("/c/", 2)]:
         overdue = now - timedelta(hours=hours)
         make_page(source, path, status="live", next_crawl_at=overdue)
 
-    recrawl_due(now=now)
+    recrawl_due(now=now, limit=limit)
 
     sent_first = Push.objects.order_by("queued_at", "pk").values_list("url", flat=True)
-    assert list(sent_first) == [f"{SITE}/b/", f"{SITE}/c/", f"{SITE}/a/"]
+    assert list(sent_first) == [f"{SITE}{path}" for path in pushed]
 
 
 @pytest.mark.django_db
