@@ -193,6 +193,21 @@ class GeneratedPageIngestTests(IngestWorld):
         hits = chunks_search(query="zebra_mode", user=None, k=5).hits
         assert [h.chunk.page.url for h in hits] == [f"{SITE}/usage.html"]
 
+    def test_the_admin_lists_the_live_pages_kept_out_with_their_reason(self):
+        self.ingest(f"{SITE}/genindex.html", GENINDEX)
+        self.ingest(f"{SITE}/py-modindex.html", MODINDEX)
+        Page.objects.filter(url=f"{SITE}/py-modindex.html").update(
+            status=Page.Status.GONE
+        )
+        self.client.force_login(self.admin)
+
+        listed = self.client.get("/admin/sources/page/?condition=kept_out")
+        page = self.page(f"{SITE}/genindex.html")
+        shown = self.client.get(f"/admin/sources/page/{page.pk}/change/")
+
+        assert [p.url for p in listed.context["cl"].result_list] == [page.url]
+        assert "a generated index of the site&#x27;s terms" in shown.content.decode()
+
     def test_rebuilding_the_index_leaves_generated_pages_out(self):
         self.ingest(f"{SITE}/genindex.html", GENINDEX)
         self.ingest(f"{SITE}/usage.html", page_html("Usage", ("Zebra", "Stripes.")))

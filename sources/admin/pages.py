@@ -87,7 +87,8 @@ class PageConditionFilter(admin.SimpleListFilter):
             case "near_duplicate":
                 return queryset.filter(near_duplicate_of__isnull=False)
             case "kept_out":
-                return queryset.exclude(not_indexed_reason="")
+                live = queryset.filter(status=Page.Status.LIVE)
+                return live.exclude(not_indexed_reason="")
         return None
 
 
