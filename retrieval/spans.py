@@ -267,13 +267,13 @@ def _up_to_lead_in(block: Block, sentence: str, lead_in: str) -> str:
 
 def _names_its_topic(found: list[Block], index: int, sentence: str) -> bool:
     """Whether the sentence only introduces its section ("This section
-    describes …"): the first of its section, alone in its paragraph and saying
-    so, with more of the section after it. (One followed by more sentences of
-    its own is quoted with them, as any other.)"""
+    describes …"): the last of the section's first paragraph, saying so, with
+    more of the section after it. (One followed by more sentences of its own is
+    quoted with them, as any other.)"""
     first = index == 0 or found[index - 1].kind == "heading"
     block = found[index]
     parts = _sentences(block.text) if block.kind == "prose" else ()
-    if not (first and parts == (sentence,) and TOPIC.search(sentence)):
+    if not (first and parts[-1:] == (sentence,) and TOPIC.search(sentence)):
         return False
     return index + 1 < len(found) and found[index + 1].kind != "heading"
 
@@ -284,12 +284,27 @@ def _body(rest: list[Block]) -> str:
     definition with its term."""
     if not rest or rest[0].kind == "heading":
         return ""
-    if rest[0].kind in {"code", "table", "list"}:
+    if rest[0].kind == "list":
+        return _attached(Block("list", "\n\n".join(_list_blocks(rest))))
+    if rest[0].kind in {"code", "table"}:
         return _attached(rest[0])
     if rest[0].kind == "term" and len(rest) > 1:
         term = clean_inline(" ".join(rest[0].text.split()))
         return f"**{term}** {_description(rest[1])}"
     return _description(rest[0])
+
+
+def _list_blocks(rest: list[Block]) -> list[str]:
+    """The texts of a list that blank lines split into blocks: its items, and
+    the indented code and paragraphs inside them (numbered steps with their
+    commands)."""
+    texts = [rest[0].text]
+    for block in rest[1:]:
+        inside = block.kind == "list" or block.text[:1].isspace()
+        if block.kind == "heading" or not inside:
+            break
+        texts.append(block.text)
+    return texts
 
 
 def _rest_of(block: Block, sentence: str) -> str:

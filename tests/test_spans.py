@@ -200,6 +200,34 @@ def test_a_term_comes_with_its_description_and_the_list_the_description_leads_in
     assert "`'description'` – Show typehints as content" in span.attached
 
 
+# As the Sphinx docs have it: the topic sentence ends the section's first paragraph.
+INTL_AS_PUBLISHED = """### Quick guide
+
+sphinx-intl is a useful tool to work with Sphinx translation flow. This
+section describe an easy way to translate with *sphinx-intl*.
+
+1. Install sphinx-intl.
+
+   ```
+   $ pip install sphinx-intl
+   ```
+
+2. Extract translatable messages into pot files.
+
+   ```
+   $ make gettext
+   ```
+"""
+
+
+def test_a_topic_sentence_ending_the_first_paragraph_brings_the_steps():
+    span = best_span("How do I translate with sphinx-intl?", INTL_AS_PUBLISHED)
+
+    assert span.lead.startswith("This section describe an easy way")
+    assert "$ pip install sphinx-intl" in span.attached
+    assert "$ make gettext" in span.attached
+
+
 def test_a_topic_sentence_followed_by_its_own_sentences_is_quoted_with_them():
     span = best_span("How do I install Sphinx?", INSTALL_TOPIC)
 
