@@ -10,9 +10,11 @@ import gzip
 import re
 from dataclasses import dataclass
 
+from selectolax.lexbor import LexborHTMLParser
+
 from ingest import boilerplate, wire
 from ingest.extract import html_to_page, markdown_title
-from ingest.generated import NotContent, page_not_content
+from ingest.generated import NotContent, page_marked, page_not_content
 from ingest.normalize import normalize
 from ingest.release_notes import is_release_notes
 from kbsite.text import sha256_hex
@@ -49,11 +51,13 @@ def content_derive(
     """Raises ``wire.DeliveryError`` for an unreadable body, ``EmptyContent`` for an
     empty page."""
     body = wire.read_body(raw=raw, content_type=content_type, limit=limit)
-    html = None if body.format == wire.BodyFormat.MARKDOWN else body.text
-    if html is None:
+    marked = None
+    if body.format == wire.BodyFormat.MARKDOWN:
         title, markdown = markdown_title(body.text), body.text
     else:
-        title, markdown = html_to_page(html, selector=selector)
+        tree = LexborHTMLParser(body.text)  # parsed once, marks read first
+        marked = page_marked(tree, selector)
+        title, markdown = html_to_page(tree, selector=selector)
     markdown = normalize(markdown)
     shapes = boilerplate.page_shapes(markdown)
     markdown = normalize(boilerplate.strip(markdown, common=common, patterns=patterns))
@@ -66,9 +70,7 @@ def content_derive(
         shapes=shapes,
         raw_body=raw if raw[:2] == wire.GZIP_MAGIC else gzip.compress(raw),
         content_type=content_type,
-        not_content=page_not_content(
-            url=url, html=html, markdown=markdown, selector=selector
-        ),
+        not_content=page_not_content(url=url, marked=marked, markdown=markdown),
         release_notes=is_release_notes(url=url, title=title),
     )
 

@@ -40,9 +40,12 @@ LOCAL_TOC = ", ".join(f".{name}" for name in sorted(TOC_CLASSES))
 ANCHOR_DEPTH = 4
 
 
-def html_to_page(html: str, *, selector: str = "") -> tuple[str, str]:
-    """The page's title and its main content as Markdown."""
-    tree = LexborHTMLParser(html)
+def html_to_page(
+    html: str | LexborHTMLParser, *, selector: str = ""
+) -> tuple[str, str]:
+    """The page's title and its main content as Markdown. A parsed page is read
+    in place: its tree is changed."""
+    tree = LexborHTMLParser(html) if isinstance(html, str) else html
     title_node = tree.css_first("title")
     title = title_node.text(strip=True) if title_node else ""
     main = main_content(tree, selector)

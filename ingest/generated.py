@@ -63,21 +63,23 @@ WORD = re.compile(r"\w+")
 
 
 def page_not_content(
-    *, url: str, html: str | None, markdown: str, selector: str = ""
+    *, url: str, marked: NotContent | None, markdown: str
 ) -> NotContent | None:
-    """Why this page is not content, or None if it is. ``html`` is None for a
-    page delivered as Markdown: only its URL and its text can tell. ``selector``
-    picks the main content, as for reading the page."""
-    if html is not None:
-        found = _marked(LexborHTMLParser(html), selector)
-        if found is not None:
-            return found
+    """Why this page is not content, or None if it is: what its HTML is marked as
+    (``page_marked``; None for a page delivered as Markdown), else what its URL
+    and its text tell."""
+    if marked is not None:
+        return marked
     if SOURCE_PATH in urlsplit(url).path.split("/"):
         return NotContent(Kind.SOURCE_LISTING, "a source code listing (_modules)")
     return _links_only(markdown)
 
 
-def _marked(tree: LexborHTMLParser, selector: str) -> NotContent | None:
+def page_marked(html: str | LexborHTMLParser, selector: str = "") -> NotContent | None:
+    """What the page's generator marked it as, if anything: looked for in the
+    page before it is read (reading it changes a parsed tree). ``selector`` picks
+    the main content, as for reading the page."""
+    tree = LexborHTMLParser(html) if isinstance(html, str) else html
     for meta in tree.css("meta[name]"):
         name = (meta.attributes.get("name") or "").lower()
         if name == "robots" and NOINDEX.search(meta.attributes.get("content") or ""):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth.models import User
 
-from ingest.generated import Kind, page_not_content
+from ingest.generated import Kind, page_marked, page_not_content
 from ingest.models import Delivery
 from retrieval.embeddings import get_embedder
 from retrieval.models import Chunk
@@ -14,6 +14,12 @@ from retrieval.reembed import index_rebuild
 from retrieval.search import chunks_search
 from sources.models import Page, PageVersion
 from tests.world import SITE, IngestWorld, page_html, run_queued
+
+
+def not_content(*, url: str, html: str | None, markdown: str):
+    """What the ingest finds of a page delivered as this HTML (None: Markdown)."""
+    marked = None if html is None else page_marked(html)
+    return page_not_content(url=url, marked=marked, markdown=markdown)
 
 
 def sphinx(body: str, *, head: str = "", title: str = "Page") -> str:
@@ -94,7 +100,7 @@ LINKED_PROSE = (
     ],
 )  # fmt: skip
 def test_a_generated_page_is_recognised_with_its_reason(url, html, markdown, kind):
-    found = page_not_content(url=url, html=html, markdown=markdown)
+    found = not_content(url=url, html=html, markdown=markdown)
 
     assert found is not None and found.kind == kind
     assert found.reason
@@ -114,7 +120,7 @@ def test_a_generated_page_is_recognised_with_its_reason(url, html, markdown, kin
     ],
 )
 def test_written_pages_are_content(url, html, markdown):
-    assert page_not_content(url=url, html=html, markdown=markdown) is None
+    assert not_content(url=url, html=html, markdown=markdown) is None
 
 
 class GeneratedPageIngestTests(IngestWorld):
