@@ -573,7 +573,7 @@ def search_settings_apply(cursor, *, ef_search: int) -> None:
 def hnsw_index_create(*, name: str, space: str, dimensions: int) -> None:
     """The HNSW cosine index ``name`` on one space's vectors, cast to this size at
     INDEX_PRECISION and limited to the space's rows, unless it exists; built in
-    ``build_memory`` (PostgreSQL's memory units)."""
+    the session's ``maintenance_work_mem`` (see :func:`build_memory_set`)."""
     statement = SQL(
         "CREATE INDEX IF NOT EXISTS {name} ON {table} USING hnsw "
         "(({vector}::{precision}({dims})) {operators}) "
