@@ -47,15 +47,29 @@ class Answer:
     quoted: dict[int, Span] = field(default_factory=dict)  # by passage number
 
 
-def answer_compose(*, question: str, passages: list[Passage]) -> Answer:
+def answer_compose(
+    *, question: str, passages: list[Passage], unknown: tuple[str, ...] = ()
+) -> Answer:
+    """``unknown``: when the search abstained because the documentation never
+    names what the question asks about, those names, for the asker to see why."""
     if not passages:
-        return Answer(text=NO_EVIDENCE, cited=[])
+        return Answer(text=never_named(unknown) if unknown else NO_EVIDENCE, cited=[])
     if settings.CHAT_MODEL:
         return _keep_valid_markers(_chat(question, passages), len(passages))
     quoted = _extractive(question, passages)
     raw = "\n\n".join(_quote(span, number) for number, span in quoted.items())
     answer = _keep_valid_markers(raw or NO_EVIDENCE, len(passages))
     return Answer(text=answer.text, cited=answer.cited, quoted=quoted)
+
+
+def never_named(names: tuple[str, ...]) -> str:
+    listed = [re.sub(r"([\\`*_\[\]<>])", r"\\\1", name) for name in names]
+    if len(listed) > 1:
+        listed = [", ".join(listed[:-1]) + " or " + listed[-1]]
+    return (
+        f"The documentation searched never mentions {listed[0]}, so it cannot "
+        "answer this question."
+    )
 
 
 def _extractive(question: str, passages: list[Passage]) -> dict[int, Span]:

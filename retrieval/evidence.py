@@ -10,10 +10,21 @@ Two kinds of evidence count, either is enough:
   not hold weighs most). Common words weigh little, so they never make up for a
   rare word that no chunk holds: "Aurora replication with IAM auth" finds
   "replication" and "auth" everywhere, and "Aurora" and "IAM" nowhere.
+
+Neither counts when at least half of what the question calls by name (its
+products, tools and files: ``retrieval.keywords.names_in``) is named by no chunk
+the caller may search. The vectors of a small model place "TimescaleDB's
+compression policy" beside PostgreSQL's own compression, and "pgbouncer.ini's
+pool_mode" beside its connection settings: they say what kind of thing a question
+is about, never which one. A question about a product the documentation never
+names is about another product's documentation. One unknown name among known ones
+is more likely the asker's own word for something the documentation names
+otherwise ("Mac" beside "Homebrew"), so it takes half.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from retrieval.keywords import QueryTerms
@@ -32,6 +43,8 @@ class Evidence:
     floor: float | None  # in force; None: none learned yet
     held: float  # best share of the question's weight held by one chunk
     keywords: bool = True  # whether keyword evidence was looked for
+    names: int = 0  # what the question calls by name
+    unknown: tuple[str, ...] = ()  # of those, what no searchable chunk names
 
     @property
     def vector(self) -> bool:
@@ -42,8 +55,13 @@ class Evidence:
         return self.keywords and self.held >= LEXICAL_COVERAGE
 
     @property
+    def off_subject(self) -> bool:
+        """The question is about things the documentation does not name."""
+        return bool(self.unknown) and 2 * len(self.unknown) >= self.names
+
+    @property
     def enough(self) -> bool:
-        return self.vector or self.lexical
+        return (self.vector or self.lexical) and not self.off_subject
 
 
 def held_share(terms: QueryTerms, matched: int) -> float:
@@ -61,8 +79,32 @@ def evidence_weigh(
     terms: QueryTerms,
     matched: list[int],
     keywords: bool = True,
+    unknown: tuple[str, ...] = (),
 ) -> Evidence:
+    """``unknown``: the names of the question no searchable chunk holds (see
+    ``names_unknown``)."""
     held = max((held_share(terms, m) for m in matched[:LEXICAL_HITS]), default=0.0)
     return Evidence(
-        similarity=similarity, floor=floor, held=round(held, 4), keywords=keywords
+        similarity=similarity,
+        floor=floor,
+        held=round(held, 4),
+        keywords=keywords,
+        names=sum(1 for t in terms.terms if t.name) if keywords else 0,
+        unknown=unknown if keywords else (),
     )
+
+
+def names_unknown(
+    terms: QueryTerms, matched: list[int], held: Callable[[list[str]], set[str]]
+) -> tuple[str, ...]:
+    """The question's names that no searchable chunk holds, as the question wrote
+    them. A name a keyword hit holds is known; ``held`` looks for the others in
+    every searchable chunk (one query, and only when a name is left)."""
+    found = 0
+    for bits in matched:
+        found |= bits
+    left = [t for bit, t in enumerate(terms.terms) if t.name and not found & (1 << bit)]
+    if not left:
+        return ()
+    known = held([t.text for t in left])
+    return tuple(t.name for t in left if t.text not in known)

@@ -35,6 +35,12 @@ KEYWORD_RANKED = 1000
 KEYWORD_HITS = 100
 # A question word, or an identifier: letters and digits joined by _ . - : or /.
 TOKEN = re.compile(r"\w+(?:[._:/-]+\w+)*")
+# Where a sentence starts: a capital there names nothing.
+SENTENCE_START = re.compile(r"(?:^|[.!?]\s)[\s\"'`(\[*_]*$")
+# A file a tool reads its settings or code from ("pgbouncer.ini", "poetry.lock").
+FILE_NAME = re.compile(
+    r"[\w-]+\.(?:cfg|conf|ini|js|json|lock|py|sh|toml|ts|txt|xml|ya?ml)", re.IGNORECASE
+)
 
 
 @dataclass(frozen=True)
@@ -43,6 +49,7 @@ class Term:
     chunks: int  # live chunks holding it when counted (an upper bound for phrases)
     weight: float  # inverse document frequency
     lexemes: int = 1  # more than one: a phrase ("max_connections": max, connect)
+    name: str = ""  # as the question wrote it, when it is a name (see names_in)
 
 
 @dataclass(frozen=True)
@@ -69,11 +76,36 @@ def query_terms(query: str) -> QueryTerms:
     if not words:
         return QueryTerms(terms=[], total=_total())
     counts, total = _counts(words[:32])
+    names = {name.lower(): name for name in names_in(query)}
     terms = [
-        Term(text=word, chunks=chunks, weight=idf(chunks, total), lexemes=lexemes)
+        Term(text=word, chunks=chunks, weight=idf(chunks, total), lexemes=lexemes,
+             name=names.get(word, ""))
         for word, chunks, lexemes in counts
-    ]
+    ]  # fmt: skip
     return QueryTerms(terms=terms, total=total)
+
+
+def names_in(question: str) -> list[str]:
+    """What the question calls by name: a product, a tool, a file. A word with a
+    capital where no sentence starts ("on Heroku", "an IAM token"), a capital
+    inside a word ("pgAdmin", "DocSearch"), a word all in capitals, or a file
+    name ("pgbouncer.ini"). Not "I", numbers, nor the lower-case identifiers and
+    compounds a user writes for their own things and in plain words ("my_field",
+    "cross-link"): those may be names of nothing."""
+    names: list[str] = []
+    for match in TOKEN.finditer(question):
+        token = match.group(0)
+        if token == "I" or token in names or not re.search(r"[^\W\d_]", token):
+            continue
+        starts = SENTENCE_START.search(question, 0, match.start()) is not None
+        if (
+            (token[0].isupper() and not starts)
+            or re.search(r"[a-z0-9][A-Z]", token)
+            or (len(token) > 1 and token.isupper())
+            or FILE_NAME.fullmatch(token)
+        ):
+            names.append(token)
+    return names
 
 
 def idf(chunks: int, total: int) -> float:

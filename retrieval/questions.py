@@ -110,7 +110,12 @@ def question_answer(
         )
         for number, c in enumerate(citations, start=1)
     ]
-    answer = answer_compose(question=question, passages=passages)
+    evidence = result.evidence
+    answer = answer_compose(
+        question=question,
+        passages=passages,
+        unknown=evidence.unknown if evidence.off_subject else (),
+    )
     logged = (
         beside(
             _log,

@@ -11,13 +11,14 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import partial
 
 from django.conf import settings
 
 from kbsite.parallel import beside
 from retrieval import sql
 from retrieval.embedder import Embedder
-from retrieval.evidence import Evidence, evidence_weigh
+from retrieval.evidence import Evidence, evidence_weigh, names_unknown
 from retrieval.keywords import (
     KEYWORD_HITS,
     NO_TERMS,
@@ -136,12 +137,19 @@ def chunks_search(
             terms if mode == SearchMode.HYBRID else NO_TERMS,
         )
     keyword_hits = _keyword_hits(selected(), scored)
+    matched = [h.matched for h in keyword_hits]
+    keywords = mode != SearchMode.VECTOR
     evidence = evidence_weigh(
         similarity=max((h.similarity or 0.0 for h in vector_hits), default=0.0),
         floor=floor_in_force(space),
         terms=terms,
-        matched=[h.matched for h in keyword_hits],
-        keywords=mode != SearchMode.VECTOR,
+        matched=matched,
+        keywords=keywords,
+        unknown=(
+            names_unknown(terms, matched, partial(sql.terms_held, searchable))
+            if keywords
+            else ()
+        ),
     )
     fused = _fuse(
         vector_hits,

@@ -191,6 +191,20 @@ def term_counts(words: Sequence[str]) -> list[TermCount]:
         return _rows(cursor, TermCount)
 
 
+def terms_held(searchable: Searchable, texts: Sequence[str]) -> set[str]:
+    """Those of the texts (words or phrases) that a searchable chunk holds, each
+    looked up through the GIN index."""
+    where, params = _where(searchable)
+    statement = SQL(
+        "SELECT t.term FROM unnest(%s::text[]) AS t(term) WHERE EXISTS "
+        "(SELECT 1 FROM {chunks} WHERE {where} AND {document} @@ "
+        "phraseto_tsquery('english', t.term))"
+    ).format(chunks=_CHUNKS_WITH_PAGES, where=where, document=_c("search_document"))
+    with connection.cursor() as cursor:
+        cursor.execute(statement.as_string(), [list(texts), *params])
+        return {row[0] for row in cursor.fetchall()}
+
+
 def keyword_ranked(
     searchable: Searchable,
     terms: Sequence[RankedTerm],
