@@ -181,6 +181,29 @@ def test_an_editor_reads_a_pages_diff_and_the_dashboard(browser, live_server):
     assert len(columns) <= 8  # the selection box and at most 7 columns
 
 
+def test_a_question_about_a_product_the_docs_never_name_says_so(browser, live_server):
+    from selenium.webdriver.common.by import By
+
+    harbor_load()
+    User.objects.create_user("reader", password="a long password 1")
+    browser.get(f"{live_server.url}/")
+    browser.find_element(By.NAME, "username").send_keys("reader")
+    browser.find_element(By.NAME, "password").send_keys("a long password 1")
+    browser.find_element(By.CSS_SELECTOR, "main form button[type=submit]").click()
+    question = browser.find_element(By.NAME, "q")
+    question.send_keys("How do I restore a Harbor backup taken with Barman?")
+    browser.find_element(By.CSS_SELECTOR, "form.ask button").click()
+
+    answer = browser.find_element(By.CSS_SELECTOR, "#answer.abstained").text
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    full_page_screenshot(browser, SCREENSHOTS / "ask-never-named.png")
+    assert answer == (
+        "The documentation searched never mentions Barman, so it cannot answer "
+        "this question."
+    )
+    assert not browser.find_elements(By.CSS_SELECTOR, "ol.citations")
+
+
 def spread_over_days(deliveries) -> None:
     """Deliveries made now, moved back over the past days (one day per step of
     five), so that the dashboard shows days rather than one bar."""
