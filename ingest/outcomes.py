@@ -23,6 +23,7 @@ from ingest.pipeline import (
     source_restrip,
 )
 from ingest.rederive import page_reread
+from kbsite.textdiff import change_measure
 from retrieval.indexing import page_chunks_replace
 from sources.models import Page, PageVersion
 from sources.services import page_shapes_record
@@ -78,9 +79,8 @@ def apply_content(
             locked.not_indexed_reason = kept_out
             note = "the page read again: boilerplate learned since its last crawl"
             return _verified(delivery, locked, pushed, content, note)
-        kind = (
-            PageVersion.Kind.RESTORED if locked.deleted_at else PageVersion.Kind.CHANGED
-        )
+        kind = _content_step(locked)
+        change = change_measure(locked.markdown, content.markdown)
         page_chunks_replace(page=locked, drafts=drafts)
         page_keep_body(page=locked, content=content)
         locked.not_indexed_reason = kept_out
@@ -96,16 +96,33 @@ def apply_content(
         locked.save()
         delivery.version = PageVersion.objects.create(
             page=locked,
+            source_id=locked.source_id,
             kind=kind,
             content_hash=content.digest,
             markdown=content.markdown,
             recorded_at=delivery.received_at,
+            lines_added=change.lines_added,
+            lines_removed=change.lines_removed,
+            words_added=change.words_added,
+            words_removed=change.words_removed,
+            sections=change.sections,
+            chunks_embedded=report.embedded,
         )
         _redirect(pushed, locked, delivery)
         note = f"{report.embedded} new chunk texts, {report.reused} reused"
         if kept_out:
             note = f"kept out of answers: {kept_out}"
         return delivery_finish(delivery, locked, Outcome.EMBEDDED, note)
+
+
+def _content_step(page: Page) -> PageVersion.Kind:
+    """New content is a new page the first time, a return after a tombstone, or a
+    change."""
+    if page.deleted_at:
+        return PageVersion.Kind.RESTORED
+    if not page.versions.exists():
+        return PageVersion.Kind.NEW
+    return PageVersion.Kind.CHANGED
 
 
 def _same(page: Page, content: Content, kept_out: str) -> bool:
@@ -199,7 +216,9 @@ def _page_unindex(
     records the version that says why."""
     page_chunks_replace(page=page, drafts=[])
     page_shapes_record(page=page, shapes={})
-    delivery.version = PageVersion.objects.create(page=page, kind=kind, **version)
+    delivery.version = PageVersion.objects.create(
+        page=page, source_id=page.source_id, kind=kind, **version
+    )
 
 
 def _validators_keep(delivery: Delivery, page: Page) -> None:
@@ -234,6 +253,13 @@ def _redirect(pushed: Page | None, page: Page, delivery: Delivery) -> None:
     if pushed is None or pushed.pk == page.pk:
         return
     locked = page_lock(pushed)
+    if locked.redirect_to_id != page.pk or locked.status != Page.Status.REDIRECTED:
+        PageVersion.objects.create(
+            page=locked,
+            source_id=locked.source_id,
+            kind=PageVersion.Kind.MOVED,
+            recorded_at=delivery.received_at,
+        )
     page_chunks_replace(page=locked, drafts=[])
     locked.mark_redirected(
         to=page, at=delivery.received_at, crawled_at=delivery.crawled_at

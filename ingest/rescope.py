@@ -55,7 +55,10 @@ def _retire(page: Page) -> None:
     page.mark_out_of_scope(at=now)
     page.save()
     PageVersion.objects.create(
-        page=page, kind=PageVersion.Kind.OUT_OF_SCOPE, recorded_at=now
+        page=page,
+        source_id=page.source_id,
+        kind=PageVersion.Kind.OUT_OF_SCOPE,
+        recorded_at=now,
     )
 
 

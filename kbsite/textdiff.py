@@ -12,12 +12,17 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
-from kbsite.text import HEADING
+from kbsite.text import HEADING, clean_inline, fenced, heading_id
 
 CONTEXT = 3
 # Lines this similar (difflib's ratio) are shown as one line edited, word by word.
 PAIR_RATIO = 0.5
 WORDS = re.compile(r"\s+|\w+|[^\w\s]")
+PLAIN_WORD = re.compile(r"\w+")
+# Between the headings of a section's path, as citations show it.
+SEPARATOR = " › "
+# Emphasis and code marks at a word's edge ("*size*", "`x`"), not inside one.
+MARKS = re.compile(r"(?<!\w)[*_`]{1,2}(?=\S)|(?<=\S)[*_`]{1,2}(?!\w)")
 
 Kind = Literal["same", "added", "removed"]
 
@@ -63,6 +68,7 @@ class Diff:
 def markdown_diff(old: str, new: str, *, context: int = CONTEXT) -> Diff:
     # An empty text has no lines (not one empty line): a first version is all new.
     a, b = old.split("\n") if old else [], new.split("\n") if new else []
+    paths = section_paths(b)
     matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
     blocks: list[Block] = []
     added = removed = 0
@@ -79,7 +85,8 @@ def markdown_diff(old: str, new: str, *, context: int = CONTEXT) -> Diff:
             blocks.append(Block())
         blocks[-1].lines.extend(lines)
         # Named after the section of its first change, not of its context.
-        blocks[-1].heading = blocks[-1].heading or _heading_above(b, j1)
+        if paths and not blocks[-1].heading:
+            blocks[-1].heading = paths[min(j1, len(paths) - 1)]
     return Diff(blocks=_merge(blocks), added=added, removed=removed)
 
 
@@ -158,10 +165,90 @@ def _word_segments(x: str, y: str) -> tuple[tuple[Segment, ...], tuple[Segment, 
     return tuple(before), tuple(after)
 
 
-def _heading_above(lines: list[str], index: int) -> str:
-    """The nearest heading at or above line ``index`` (a fence is not looked into:
-    a "#" comment in code would rarely be the nearest line starting with "#")."""
-    for line in reversed(lines[: index + 1]):
-        if HEADING.match(line):
-            return line.strip()
-    return ""
+def section_paths(lines: list[str]) -> list[str]:
+    """For each line, the path of the section it is in, in plain words
+    ("Configuration › intersphinx_mapping"): each heading's text without its
+    marks, link targets or ``{#id}``, under the headings of lower levels above it.
+    A "#" line in fenced code is no heading."""
+    stack: list[tuple[int, str]] = []
+    paths = []
+    for line, code in fenced(lines):
+        match = None if code else HEADING.match(line)
+        if match:
+            level = len(match.group(1))
+            while stack and stack[-1][0] >= level:
+                stack.pop()
+            stack.append((level, plain_heading(match.group(2))))
+        paths.append(SEPARATOR.join(text for _, text in stack if text))
+    return paths
+
+
+def plain_heading(text: str) -> str:
+    text, _ = heading_id(text)
+    return " ".join(MARKS.sub("", clean_inline(text)).split())
+
+
+@dataclass(frozen=True)
+class Change:
+    """What one step from a text to the next changed, in numbers and places."""
+
+    lines_added: int
+    lines_removed: int
+    words_added: int
+    words_removed: int
+    sections: list[str]  # paths of the sections touched, in the order of the text
+
+    @property
+    def empty(self) -> bool:
+        return not (self.lines_added or self.lines_removed)
+
+    def summary(self, limit: int = 3) -> str:
+        """ "3 lines changed in Configuration › intersphinx_mapping"."""
+        lines = max(self.lines_added, self.lines_removed)
+        text = f"{lines} line{'s' if lines != 1 else ''} changed"
+        named = [s for s in self.sections if s]
+        if named:
+            more = len(named) - limit
+            text += " in " + ", ".join(named[:limit])
+            if more > 0:
+                text += f" and {more} more section{'s' if more != 1 else ''}"
+        return text
+
+
+def change_measure(old: str, new: str) -> Change:
+    """The lines and words added and removed from ``old`` to ``new``, and the
+    sections they are in (a removed line's section in the old text)."""
+    a, b = old.split("\n") if old else [], new.split("\n") if new else []
+    old_paths, new_paths = section_paths(a), section_paths(b)
+    sections: dict[str, None] = {}
+    lines_added = lines_removed = words_added = words_removed = 0
+    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            continue
+        lines_removed += i2 - i1
+        lines_added += j2 - j1
+        for i in range(i1, i2):
+            sections.setdefault(old_paths[i])
+        for j in range(j1, j2):
+            sections.setdefault(new_paths[j])
+        for line in _changed(a[i1:i2], b[j1:j2], i1, j1):
+            if len(line.segments) == 1 and not line.segments[0].changed:
+                words = len(PLAIN_WORD.findall(clean_inline(line.text)))  # whole
+            else:
+                words = sum(
+                    len(PLAIN_WORD.findall(segment.text))
+                    for segment in line.segments
+                    if segment.changed
+                )
+            if line.kind == "added":
+                words_added += words
+            else:
+                words_removed += words
+    return Change(
+        lines_added=lines_added,
+        lines_removed=lines_removed,
+        words_added=words_added,
+        words_removed=words_removed,
+        sections=list(sections),
+    )

@@ -14,6 +14,7 @@ from django.db.models.expressions import RawSQL
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from kbsite.textdiff import Change
 from sources import schedule
 from sources.change_rate import CHECKS_KEPT
 
@@ -714,29 +715,74 @@ class Page(models.Model):
 
 
 class PageVersion(models.Model):
-    """One step in a page's history: new content, a tombstone, or a return."""
+    """One step in a page's history, and so one change: a new page, new content, a
+    tombstone, a return, a move or a duplicate. A crawl that finds the same text
+    (or text that differs only in learned boilerplate) records none."""
 
     class Kind(models.TextChoices):
+        NEW = "new", "New page"
         CHANGED = "changed", "Content changed"
-        DELETED = "deleted", "Tombstoned (404/410)"
-        RESTORED = "restored", "Back after a tombstone"
+        DELETED = "deleted", "Gone (404/410)"
+        RESTORED = "restored", "Back after being gone"
+        MOVED = "moved", "Moved (redirects to another page)"
         DUPLICATE = "duplicate", "Became a duplicate of another page"
         OUT_OF_SCOPE = "out_of_scope", "Left every source's scope"
 
     # Steps that leave the page without content (nothing to compare).
-    TOMBSTONES = frozenset({Kind.DELETED, Kind.OUT_OF_SCOPE})
+    TOMBSTONES = frozenset({Kind.DELETED, Kind.OUT_OF_SCOPE, Kind.MOVED})
 
     page = models.ForeignKey(Page, on_delete=models.CASCADE, related_name="versions")
+    # The page's source when the step was recorded: feeds filter by it.
+    source = models.ForeignKey(
+        Source, on_delete=models.CASCADE, related_name="changes", null=True
+    )
     kind = models.CharField(max_length=20, choices=Kind.choices)
     content_hash = models.CharField(max_length=64, blank=True)
     markdown = models.TextField(blank=True, help_text="The content, kept for diffs.")
     recorded_at = models.DateTimeField(default=timezone.now)
+    # What the step changed, from the version before (None: recorded before steps
+    # were measured).
+    lines_added = models.PositiveIntegerField(null=True)
+    lines_removed = models.PositiveIntegerField(null=True)
+    words_added = models.PositiveIntegerField(null=True)
+    words_removed = models.PositiveIntegerField(null=True)
+    sections = models.JSONField(
+        default=list, blank=True, help_text="Paths of the sections touched."
+    )
+    chunks_embedded = models.PositiveIntegerField(
+        null=True, help_text="Chunk texts embedded for it (the rest were reused)."
+    )
 
     class Meta:
         ordering = ["-recorded_at"]
         indexes = [
             models.Index(fields=["page", "-recorded_at"], name="pageversion_page_idx"),
+            models.Index(
+                fields=["-recorded_at", "-id"], name="pageversion_recorded_idx"
+            ),
+            models.Index(
+                fields=["source", "-recorded_at", "-id"],
+                name="pageversion_source_idx",
+            ),
         ]
 
     def __str__(self) -> str:
         return f"{self.page} {self.kind} at {self.recorded_at:%Y-%m-%d %H:%M}"
+
+    @property
+    def summary(self) -> str:
+        """A change in a few words: "3 lines changed in Configuration › Options"."""
+        if self.kind not in (self.Kind.CHANGED, self.Kind.RESTORED, self.Kind.NEW):
+            return str(self.get_kind_display())
+        if self.lines_added is None or self.lines_removed is None:
+            return str(self.get_kind_display())
+        change = Change(
+            lines_added=self.lines_added,
+            lines_removed=self.lines_removed,
+            words_added=self.words_added or 0,
+            words_removed=self.words_removed or 0,
+            sections=list(self.sections or []),
+        )
+        if self.kind == self.Kind.NEW:
+            return f"New page, {change.lines_added} lines"
+        return change.summary()

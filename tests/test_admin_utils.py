@@ -66,7 +66,7 @@ def test_a_change_is_named_after_its_section():
 
     shown = [b for b in markdown_diff(old, new).blocks if not b.folded]
 
-    assert [b.heading for b in shown] == ["## Use"]
+    assert [b.heading for b in shown] == ["Title › Use"]
 
 
 def test_a_first_version_is_all_added():

@@ -135,7 +135,7 @@ class GeneratedPageIngestTests(IngestWorld):
         assert page.not_indexed_reason == "a generated index of the site's terms"
         assert not page.chunks.exists()
         assert "kept out of answers" in delivery.error
-        assert page.versions.get().kind == PageVersion.Kind.CHANGED
+        assert page.versions.get().kind == PageVersion.Kind.NEW
 
     def test_a_term_only_a_generated_page_holds_finds_nothing(self):
         self.ingest(f"{SITE}/genindex.html", GENINDEX)

@@ -51,7 +51,7 @@ class FirstCrawlTests(IngestWorld):
         assert page.chunks.count() >= 2
         hashes = set(page.chunks.values_list("embed_hash", flat=True))
         assert set(Embedding.objects.values_list("text_hash", flat=True)) == hashes
-        assert page.versions.get().kind == PageVersion.Kind.CHANGED
+        assert page.versions.get().kind == PageVersion.Kind.NEW
 
     def test_a_markdown_delivery_is_taken_as_it_comes(self):
         self.ingest(body="# Guide\n\nRead this.\r\n", content_type="text/markdown")
@@ -115,7 +115,13 @@ class RecrawlTests(IngestWorld):
         assert page.last_changed_at == second.received_at
         assert new_chunks != old_chunks
         assert len(new_chunks & old_chunks) >= 1, "the untouched section kept its chunk"
-        assert PageVersion.objects.filter(kind=PageVersion.Kind.CHANGED).count() == 2
+        steps = page.versions.order_by("recorded_at")
+        kinds = list(steps.values_list("kind", flat=True))
+        assert kinds == [PageVersion.Kind.NEW, PageVersion.Kind.CHANGED]
+        change = page.versions.get(kind=PageVersion.Kind.CHANGED)
+        assert change.sections and change.lines_added and change.words_added
+        assert change.chunks_embedded == len(new_chunks - old_chunks)
+        assert change.source_id == page.source_id
 
     def test_404_tombstones_and_a_later_200_brings_the_page_back(self):
         gone = self.ingest(original_status=404, body="Not found")
@@ -138,7 +144,7 @@ class RecrawlTests(IngestWorld):
         kinds = list(
             page.versions.order_by("recorded_at").values_list("kind", flat=True)
         )
-        assert kinds == ["changed", "deleted", "restored"]
+        assert kinds == ["new", "deleted", "restored"]
 
     def test_410_also_tombstones(self):
         assert self.ingest(original_status=410).outcome == Delivery.Outcome.DELETED

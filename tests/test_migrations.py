@@ -89,6 +89,7 @@ def fill_every_table(apps) -> dict[str, int]:
         "version": version.pk,
         "page": page.pk,
         "push": push.pk,
+        "source": source.pk,
     }
 
 
@@ -125,6 +126,11 @@ def test_a_database_at_the_old_layout_migrates_forward_with_every_row():
     assert (delivered.page_id, delivered.push_id) == (ids["page"], ids["push"])
     assert delivered.version_id == ids["version"], "the version link survives"
     assert PageVersion.objects.get(pk=ids["version"]).delivery == delivered
+    first = PageVersion.objects.get(pk=ids["version"])
+    assert (first.kind, first.source_id) == ("new", ids["source"]), (
+        "a page's first step was a new page, of its page's source"
+    )
+    assert first.lines_added is None and first.summary == "New page"
     waiting = Delivery.objects.get(pk=ids["waiting"])
     assert (waiting.state, bytes(waiting.body)) == ("queued", b"\x1f\x8bbody")
     assert waiting.queued_at == waiting.received_at
