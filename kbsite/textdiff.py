@@ -215,10 +215,15 @@ class Change:
         return text
 
 
+def _lines(text: str) -> list[str]:
+    """The text's lines; the newline that ends the last one starts none."""
+    return text.removesuffix("\n").split("\n") if text else []
+
+
 def change_measure(old: str, new: str) -> Change:
     """The lines and words added and removed from ``old`` to ``new``, and the
     sections they are in (a removed line's section in the old text)."""
-    a, b = old.split("\n") if old else [], new.split("\n") if new else []
+    a, b = _lines(old), _lines(new)
     old_paths, new_paths = section_paths(a), section_paths(b)
     sections: dict[str, None] = {}
     lines_added = lines_removed = words_added = words_removed = 0

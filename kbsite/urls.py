@@ -28,6 +28,7 @@ urlpatterns = [
     path(
         "api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"
     ),
+    path("feeds/", include("sources.urls")),
     path("healthz/", healthz, name="healthz"),
     path("webhooks/", include("ingest.urls")),
 ]

@@ -1,8 +1,10 @@
 from __future__ import annotations
 
 import re
+import secrets
 from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.contrib.auth.models import AnonymousUser, Group
 from django.contrib.postgres.fields import ArrayField
@@ -14,6 +16,7 @@ from django.db.models.expressions import RawSQL
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from kbsite.text import sha256_hex
 from kbsite.textdiff import Change
 from sources import schedule
 from sources.change_rate import CHECKS_KEPT
@@ -786,3 +789,40 @@ class PageVersion(models.Model):
         if self.kind == self.Kind.NEW:
             return f"New page, {change.lines_added} lines"
         return change.summary()
+
+
+class FeedToken(models.Model):
+    """A user's key to their change feeds, for feed readers, which can only send a
+    URL: it reads feeds and nothing else, and only its hash is kept."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="feed_token"
+    )
+    key_hash = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    PREFIX = "kbf_"
+
+    def __str__(self) -> str:
+        return f"feed token of {self.user} ({self.created_at:%Y-%m-%d})"
+
+    @classmethod
+    def issue(cls, user: AbstractBaseUser) -> str:
+        """A new key for ``user``; the one before stops working."""
+        key = cls.PREFIX + secrets.token_urlsafe(32)
+        cls.objects.update_or_create(
+            user=user,
+            defaults={"key_hash": sha256_hex(key), "created_at": timezone.now()},
+        )
+        return key
+
+    @classmethod
+    def user_for(cls, key: str) -> AbstractBaseUser | None:
+        if not key.startswith(cls.PREFIX) or len(key) > 100:
+            return None
+        token = (
+            cls.objects.select_related("user").filter(key_hash=sha256_hex(key)).first()
+        )
+        if token is None or not token.user.is_active:
+            return None
+        return token.user

@@ -85,7 +85,7 @@ def test_a_removed_section_is_named_from_the_old_text():
 def test_a_first_version_is_all_added_and_the_summary_counts_sections():
     change = change_measure("", PAGE)
 
-    assert change.lines_added == len(PAGE.split("\n")) and change.lines_removed == 0
+    assert change.lines_added == len(PAGE.splitlines()) and change.lines_removed == 0
     assert change.summary(limit=2) == (
         f"{change.lines_added} lines changed in Configuration, "
         "Configuration › Options and 2 more sections"
