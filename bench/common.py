@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -107,6 +108,25 @@ class Round:
             f"{self.pages / self.seconds:.0f} pages/s; outcomes {dict(self.outcomes)}; "
             f"embedding requests {self.requests}, tokens embedded {self.tokens:,}"
         )
+
+
+def start_server(database: str, port: int, **env: str) -> subprocess.Popen:
+    """``manage.py serve`` (web only) on loopback over ``database``; returns once it
+    answers."""
+    server = subprocess.Popen(
+        [sys.executable, "manage.py", "serve", "--no-worker", "--bind",
+         f"127.0.0.1:{port}"],
+        cwd=ROOT, env={**os.environ, "EMBEDDED_DB_NAME": database, **env},
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    for _ in range(200):
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz/", timeout=2)
+            return server
+        except OSError:
+            time.sleep(0.3)
+    server.kill()
+    raise SystemExit("the server did not start")
 
 
 def start_cluster(workers: int = 2) -> subprocess.Popen:

@@ -30,21 +30,19 @@ import argparse
 import contextlib
 import io
 import json
-import os
 import random
 import statistics
 import subprocess
-import sys
 import time
 import urllib.parse
 import urllib.request
 from pathlib import Path
 
 from bench.common import (
-    ROOT,
     deliver_all,
     django_fresh,
     start_cluster,
+    start_server,
     stop_cluster,
 )
 from bench.corpus import BASE_URL, DATA, POSTGRESQL, PYTHON, SPHINX, pages
@@ -210,21 +208,9 @@ def serve() -> tuple[subprocess.Popen, str]:
     user, _ = User.objects.get_or_create(username="bench")
     User.objects.filter(pk=user.pk).update(is_superuser=True)
     token = Token.objects.get_or_create(user=user)[0].key
-    env = {**os.environ, "EMBEDDED_DB_NAME": LATENCY_DB, "API_QUERY_RATE": "100000/min",
-           "API_SEARCH_RATE": "100000/min"}  # fmt: skip
-    server = subprocess.Popen(
-        [sys.executable, "manage.py", "serve", "--no-worker", "--bind",
-         f"127.0.0.1:{PORT}"],
-        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    for _ in range(200):
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{PORT}/healthz/", timeout=2)
-            return server, token
-        except OSError:
-            time.sleep(0.3)
-    server.kill()
-    raise SystemExit("the server did not start")
+    server = start_server(LATENCY_DB, PORT, API_QUERY_RATE="100000/min",
+                          API_SEARCH_RATE="100000/min")  # fmt: skip
+    return server, token
 
 
 def timed(request: urllib.request.Request) -> float:

@@ -73,6 +73,17 @@ class Cursor:
         return cls(when, int(pk))
 
 
+def newer_than(c: Cursor) -> Q:
+    """Steps newer than the cursor. The bound on the time alone comes first: it
+    lets the scan start at the cursor in the index rather than at one end."""
+    return Q(recorded_at__gte=c.at) & (Q(recorded_at__gt=c.at) | Q(pk__gt=c.pk))
+
+
+def older_than(c: Cursor) -> Q:
+    """Steps older than the cursor (see ``newer_than``)."""
+    return Q(recorded_at__lte=c.at) & (Q(recorded_at__lt=c.at) | Q(pk__lt=c.pk))
+
+
 def feed_caller(request: HttpRequest) -> Caller:
     """The user of a session, of an API token, or of a feed token; else an
     anonymous visitor."""
@@ -197,15 +208,9 @@ def changes_json(request: HttpRequest, source_id: int | None = None) -> HttpResp
         limit = _limit(request)
         steps = feed_steps(caller, source_id)
         if since := request.GET.get("since"):
-            c = Cursor.parse(since, "since")
-            steps = steps.filter(
-                Q(recorded_at__gt=c.at) | Q(recorded_at=c.at, pk__gt=c.pk)
-            )
+            steps = steps.filter(newer_than(Cursor.parse(since, "since")))
         if before := request.GET.get("before"):
-            c = Cursor.parse(before, "before")
-            steps = steps.filter(
-                Q(recorded_at__lt=c.at) | Q(recorded_at=c.at, pk__lt=c.pk)
-            )
+            steps = steps.filter(older_than(Cursor.parse(before, "before")))
     except FeedError as error:
         return _json_error(error)
     page = list(steps[: limit + 1])
