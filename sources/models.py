@@ -758,6 +758,7 @@ class PageVersion(models.Model):
 
     class Meta:
         ordering = ["-recorded_at"]
+        verbose_name = "change"
         indexes = [
             models.Index(fields=["page", "-recorded_at"], name="pageversion_page_idx"),
             models.Index(

@@ -37,7 +37,10 @@ class PageDiffTests(AdminWorld):
         assert "Run<mark> uv</mark> pip install" in content
         assert "<mark>start</mark>" in content
         assert "<mark>run</mark>" in content  # in the removed line
-        assert '<div class="kb-hunk">in ## Install</div>' in content
+        assert (  # the section's path in plain words, escaped
+            '<div class="kb-hunk">in Guide &lt;script&gt;alert(1)&lt;/script&gt; › '
+            "Install</div>"
+        ) in content
         assert "<summary>4 unchanged lines</summary>" in content
 
     def test_it_shows_the_chunks_and_tokens_the_change_cost(self):

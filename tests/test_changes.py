@@ -4,6 +4,7 @@ sections it touched, named in plain words."""
 from __future__ import annotations
 
 import pytest
+from django.contrib.auth.models import User
 
 from ingest.models import Delivery
 from kbsite.textdiff import change_measure, plain_heading, section_paths
@@ -152,3 +153,26 @@ class ChangeRecordTests(IngestWorld):
 
         kinds = [step.kind for step in self.steps()]
         assert kinds == ["new", "deleted", "restored"]
+
+    def test_the_admin_lists_changes_with_what_changed_by_source_and_kind(self):
+        self.ingest(URL, body=INSTALL)
+        self.ingest(
+            URL, body=INSTALL.replace("latest release", "latest stable release")
+        )
+        self.client.force_login(
+            User.objects.create_superuser("admin", "a@example.com", "pw")
+        )
+
+        changed = self.client.get(
+            "/admin/sources/pageversion/",
+            {"kind": "changed", "source__id__exact": self.source.pk, "q": "Install"},
+        )
+        other = self.client.get(
+            "/admin/sources/pageversion/", {"source__id__exact": self.source.pk + 1}
+        )
+
+        assert changed.status_code == 200
+        assert b"1 line changed in Install \xe2\x80\xba With pip" in changed.content
+        rows = changed.content.split(b'id="result_list"')[1].split(b"</table>")[0]
+        assert b"New page" not in rows and rows.count(b"<tr") == 2  # head, one
+        assert b"1 line changed" not in other.content

@@ -39,15 +39,19 @@ class PageVersionInline(admin.TabularInline):
 class PageVersionAdmin(VisibleRowsAdmin, ReadOnlyAdmin):
     menu_order = 3
     source_path = "page__source"
-    list_display = ["page_title", "kind", "hash", "recorded_at", "compare"]
-    list_filter = ["kind"]
+    list_display = ["page_title", "source", "kind", "what", "recorded_at", "compare"]
+    list_filter = ["kind", "source"]
     list_defer = ["markdown"]
-    search_fields = ["page__url", "content_hash"]
-    list_select_related = ["page"]
+    search_fields = ["page__title", "page__url", "content_hash"]
+    list_select_related = ["page", "source"]
     date_hierarchy = "recorded_at"
 
     hash = hash_column("content_hash", "content hash")
     compare = PageVersionInline.compare
+
+    @admin.display(description="what changed")
+    def what(self, obj: PageVersion) -> str:
+        return obj.summary
 
     @admin.display(description="page", ordering="page__title")
     def page_title(self, obj: PageVersion) -> str:
