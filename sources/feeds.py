@@ -262,9 +262,10 @@ def changes_atom(request: HttpRequest, source_id: int | None = None) -> HttpResp
             updateddate=step.recorded_at,
             categories=[step.kind],
         )
-    response = HttpResponse(content_type="application/atom+xml; charset=utf-8")
-    feed.write(response, "utf-8")
-    return response
+    # Written to a string first: the generator writes each piece of markup apart.
+    return HttpResponse(
+        feed.writeString("utf-8"), content_type="application/atom+xml; charset=utf-8"
+    )
 
 
 def _entry_html(entry: dict) -> str:
