@@ -206,16 +206,17 @@ class EmbeddingUsage(models.Model):
 
 class QueryLogQuerySet(models.QuerySet["QueryLog"]):
     def visible_to(self, user: Caller) -> QueryLogQuerySet:
-        """Logs that tell ``user`` nothing of a source hidden from them.
+        """Logs that tell ``user`` nothing of a source whose text is hidden from
+        them.
 
         A log keeps its asker and the chunks it retrieved, not the sources it
         searched: those are the asker's. So a log is shown when its asker can search
-        no hidden source (a log without one counts as anonymous: the open sources
-        only) and none of its chunks still in the index is in one. Every log, for
-        whoever sees every source."""
+        no source ``user`` may not (a log without one counts as anonymous: the
+        public sources only, which everyone may read) and none of its chunks still
+        in the index is in one. Every log, for whoever sees every source."""
         if sees_every_row(user):
             return self
-        hidden = Source.objects.hidden_from(user)
+        hidden = Source.objects.unsearchable_by(user)
         asker_searches_hidden = Q(user__is_superuser=True) | Exists(
             Group.objects.filter(user=OuterRef("user_id"), sources__in=hidden)
         )

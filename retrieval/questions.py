@@ -235,4 +235,4 @@ def query_feedback_record(*, log_id: int, user: Caller, helpful: bool) -> bool:
 
 def sources_for(user: Caller) -> list[Source]:
     """The sources this user may search, by name (for the Ask page's filter)."""
-    return list(Source.objects.visible_to(user).distinct().order_by("name"))
+    return list(Source.objects.searchable_by(user).distinct().order_by("name"))

@@ -1,5 +1,6 @@
 """The chunks one search may return: of live pages, of the sources the caller may
-see, within the caller's filters.
+search (``Source.objects.searchable_by``: an anonymous reader the public sources
+only), within the caller's filters.
 
 A search runs several queries over the same chunks (keyword ranking, the vector
 candidates). What may be searched is decided once per search, as values, and
@@ -21,7 +22,7 @@ from datetime import datetime, timedelta
 
 from django.utils import timezone
 
-from sources.models import Caller, source_ids_visible_to
+from sources.models import Caller, source_ids_searchable_by
 
 
 @dataclass(frozen=True)
@@ -44,7 +45,7 @@ class Searchable:
 
 
 def searchable_chunks(user: Caller, filters: SearchFilters = NO_FILTERS) -> Searchable:
-    """Chunks of live pages of the sources ``user`` may see, within ``filters``."""
+    """Chunks of live pages of the sources ``user`` may search, within ``filters``."""
     sources = searched_sources(user, filters)
     since = None
     if filters.max_age_days is not None:
@@ -56,9 +57,9 @@ def searchable_chunks(user: Caller, filters: SearchFilters = NO_FILTERS) -> Sear
 
 
 def searched_sources(user: Caller, filters: SearchFilters) -> list[int] | None:
-    """The ids of the sources searched: those asked for that ``user`` may see, or
-    all those they may see; None for every source."""
-    visible = source_ids_visible_to(user)
+    """The ids of the sources searched: those asked for that ``user`` may search,
+    or all those they may search; None for every source."""
+    visible = source_ids_searchable_by(user)
     if not filters.source_ids:
         return visible
     asked = sorted(set(filters.source_ids))

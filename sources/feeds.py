@@ -2,7 +2,7 @@
 Atom for feed readers and as JSON pages for integrators.
 
 A feed shows exactly the sources a search by the same caller would search
-(``source_ids_visible_to``). Callers prove who they are as on the API (a session or
+(``source_ids_searchable_by``). Callers prove who they are as on the API (a session or
 ``Authorization: Token …``) or, since a feed reader can only be given a URL, by a
 feed token in it (``?token=kbf_…``, see ``FeedToken``), which reads feeds only.
 
@@ -32,7 +32,13 @@ from django.views.decorators.http import require_GET
 from rest_framework import exceptions
 
 from kbsite.authentication import TokenAuthentication
-from sources.models import Caller, FeedToken, PageVersion, Source, source_ids_visible_to
+from sources.models import (
+    Caller,
+    FeedToken,
+    PageVersion,
+    Source,
+    source_ids_searchable_by,
+)
 
 # Steps in a JSON page unless ``limit`` says otherwise, and at most.
 PAGE_SIZE = 50
@@ -120,7 +126,7 @@ def feed_steps(caller: Caller, source_id: int | None = None) -> QuerySet[PageVer
         "page__title", "page__url", "page__last_verified_at",
         "page__last_changed_at", "source__name",
     )  # fmt: skip
-    visible = source_ids_visible_to(caller)
+    visible = source_ids_searchable_by(caller)
     if visible is not None:
         steps = steps.filter(source_id__in=visible)
     if source_id is not None:
@@ -133,7 +139,7 @@ def _source_or_404(caller: Caller, source_id: int | None) -> Source | None:
     missing as one that does not exist."""
     if source_id is None:
         return None
-    source = Source.objects.visible_to(caller).filter(pk=source_id).first()
+    source = Source.objects.searchable_by(caller).filter(pk=source_id).first()
     if source is None:
         raise FeedError(404, "No such source.")
     return source
@@ -306,7 +312,7 @@ def feeds_page(request: HttpRequest) -> HttpResponse:
             for kind in ("atom", "json")
         }  # fmt: skip
 
-    sources = Source.objects.visible_to(user).order_by("name")
+    sources = Source.objects.searchable_by(user).order_by("name")
     return render(
         request,
         "sources/feeds.html",

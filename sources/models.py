@@ -36,32 +36,69 @@ def sees_every_source(user: Caller) -> bool:
     return user is None or getattr(user, "is_superuser", False)
 
 
-def source_ids_visible_to(user: Caller) -> list[int] | None:
-    """The ids of the sources ``user`` may see; None for every source (the system,
-    superusers). One small query, so that a search can name its sources as a list
-    the planner estimates from its statistics (see ``retrieval.searchable``)."""
+def source_ids_searchable_by(user: Caller) -> list[int] | None:
+    """The ids of the sources ``user`` may search (``SourceQuerySet.searchable_by``);
+    None for every source (the system, superusers). One small query, so that a
+    search can name its sources as a list the planner estimates from its
+    statistics (see ``retrieval.searchable``)."""
     if sees_every_source(user):
         return None
     from sources import sql  # not at import: it composes from this module's models
 
-    return sql.visible_source_ids(user=user)
+    return sql.visible_source_ids(user=user, public=True)
+
+
+def anonymous_readers_welcome() -> bool:
+    """Whether an anonymous reader may search anything (some source is public):
+    else the Ask page and the API ask them to sign in, as they always did."""
+    return Source.objects.searchable_by(AnonymousUser()).exists()
 
 
 class SourceQuerySet(models.QuerySet["Source"]):
+    """Who sees which source, in two readings of one rule (``sources.sql``):
+
+    - ``searchable_by``: whose text a caller may read (search, answers and their
+      citations, the Ask page's menu, and whatever else shows indexed text). An
+      anonymous reader: the public sources; a signed-in user: those, the sources
+      with no allowed groups and those of their groups.
+    - ``visible_to``: the sources whose rows an editor sees in the admin and acts
+      on: those with no allowed groups and those of their groups. Making a source
+      public lets everyone read it, not manage it; an anonymous caller has none.
+
+    The system and superusers see every source either way.
+    """
+
+    def searchable_by(self, user: Caller) -> SourceQuerySet:
+        """The sources whose text ``user`` may read: the same SELECT as a
+        search's (``sources.sql``)."""
+        return self._of(user, public=True)
+
     def visible_to(self, user: Caller) -> SourceQuerySet:
-        """Sources open to everyone or to one of the user's groups: the same
-        SELECT as a search's (``sources.sql``)."""
+        """The sources an editor sees and acts on in the admin: open to every
+        signed-in user or to one of the user's groups."""
+        return self._of(user, public=False)
+
+    def hidden_from(self, user: Caller) -> SourceQuerySet:
+        """The sources ``user`` may not see in the admin: none for the system and
+        superusers."""
+        if sees_every_source(user):
+            return self.none()
+        return self.exclude(pk__in=Source.objects.visible_to(user).values("pk"))
+
+    def unsearchable_by(self, user: Caller) -> SourceQuerySet:
+        """The sources whose text ``user`` may not read: none for the system and
+        superusers."""
+        if sees_every_source(user):
+            return self.none()
+        return self.exclude(pk__in=Source.objects.searchable_by(user).values("pk"))
+
+    def _of(self, user: Caller, *, public: bool) -> SourceQuerySet:
         if sees_every_source(user):
             return self
         from sources import sql  # not at import: it composes from this module's models
 
-        return self.filter(pk__in=RawSQL(*sql.visible_source_ids_select(user=user)))
-
-    def hidden_from(self, user: Caller) -> SourceQuerySet:
-        """The sources ``user`` may not see: none for the system and superusers."""
-        if sees_every_source(user):
-            return self.none()
-        return self.exclude(pk__in=Source.objects.visible_to(user).values("pk"))
+        select = sql.visible_source_ids_select(user=user, public=public)
+        return self.filter(pk__in=RawSQL(*select))
 
 
 class EqualsAny(Func):
@@ -196,13 +233,20 @@ class Source(models.Model):
     ajax_wait = models.BooleanField(
         default=False, help_text="Crawlbase: wait for the page's AJAX requests."
     )
+    public = models.BooleanField(
+        default=False,
+        db_default=False,
+        help_text="Anyone may ask and search this source without signing in: the Ask "
+        "page and the API answer anonymous readers from public sources only. The "
+        "allowed groups below still decide which editors manage it.",
+    )
     allowed_groups = models.ManyToManyField(
         Group,
         blank=True,
         related_name="sources",
-        help_text="Only users in these groups may search this source, and only "
-        "editors in them see it and its pages in the admin. Empty: every signed-in "
-        "user may.",
+        help_text="Only users in these groups may search this source (unless it is "
+        "public), and only editors in them see it and its pages in the admin. "
+        "Empty: every signed-in user may.",
     )
     common_shapes = ArrayField(
         models.BigIntegerField(),

@@ -1,6 +1,7 @@
 """Who sees what in the admin: an editor of group A over group B's rows. Lists,
 change pages, diffs, the dashboard, actions and search all read through one rule,
-the one search uses (``Source.objects.visible_to``); superusers see everything."""
+the one search uses without its public sources (``Source.objects.visible_to``);
+superusers see everything."""
 
 from __future__ import annotations
 
@@ -268,3 +269,21 @@ class GroupEditorTests(TwoGroupsWorld):
         assert {log.text for log in listed} >= expected
         assert not {log.text for log in listed} & (set(cases) - expected)
         assert set(logs.values()) <= set(QueryLog.objects.visible_to(self.root))
+
+    def test_a_public_source_of_group_b_is_still_group_bs_to_manage(self):
+        # Public: anyone may read it, so what was asked of it hides nothing from
+        # Alice; but only group B's editors see and change it in the admin.
+        Source.objects.filter(pk=self.b.source.pk).update(public=True)
+        anonymous = QueryLog.objects.create(
+            kind=QueryLog.Kind.QUERY, text="Asked of the public beta source",
+            chunk_ids=[self.b.chunk.pk], latency_ms=1,
+        )  # fmt: skip
+
+        for method, name, _, theirs in self.screens():
+            if name.startswith("retrieval_querylog"):
+                continue  # see below
+            with self.subTest(screen=name):
+                call = getattr(self.client, method)
+                assert call(reverse(f"admin:{name}", args=[theirs])).status_code == 404
+        assert not Source.objects.visible_to(self.alice).filter(pk=self.b.source.pk)
+        assert set(QueryLog.objects.visible_to(self.alice)) >= {anonymous, self.b.log}

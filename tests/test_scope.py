@@ -18,7 +18,7 @@ from ingest.recrawl import urls_recrawl
 from ingest.rescope import pages_rescope
 from retrieval.questions import search_run
 from sources.admin.pages import NOT_ITS_SOURCE
-from sources.models import Page, PageVersion, Source
+from sources.models import Page, PageVersion, Source, source_ids_searchable_by
 from sources.scope import Scope, ScopeMap, scope_owner, seed_directory
 from tests.world import IngestWorld, page_html, run_queued
 
@@ -393,7 +393,8 @@ def test_a_pending_page_made_for_a_url_no_source_owns_now_is_retired(corp):
 
 class VisibilityTests(IngestWorld):
     """Who sees which source: the Ask page's source filter and every search's
-    queries use the same condition."""
+    queries use the same condition, which counts public sources; the admin's
+    reading of it does not."""
 
     @classmethod
     def setUpTestData(cls):
@@ -415,20 +416,48 @@ class VisibilityTests(IngestWorld):
         cls.users["alice"].groups.add(alpha, beta)
         cls.users["bob"].groups.add(beta)
 
-    def test_each_caller_sees_the_open_sources_and_those_of_their_groups(self):
-        open_ = self.source.name  # the world's source, open to all
-        seen = {
-            name: sorted(Source.objects.visible_to(user).values_list("name", flat=True))
-            for name, user in {**self.users, "anonymous": AnonymousUser()}.items()
+    def seen(self, rule: str) -> dict[str, list[str]]:
+        callers = {**self.users, "anonymous": AnonymousUser()}
+        return {
+            name: sorted(
+                getattr(Source.objects, rule)(user).values_list("name", flat=True)
+            )
+            for name, user in callers.items()
         }
 
-        assert seen == {
+    def test_each_caller_sees_the_open_sources_and_those_of_their_groups(self):
+        open_ = self.source.name  # the world's source, open to all
+
+        expected = {
             "alice": sorted(["Both", "HR", open_]),
             "bob": sorted(["Both", open_]),
             "carol": [open_],
             "root": sorted(["Both", "HR", open_]),
-            "anonymous": [open_],
+            "anonymous": [],
         }
+        assert self.seen("searchable_by") == expected
+        assert self.seen("visible_to") == expected
+
+    def test_a_public_source_is_searched_by_everyone_and_managed_as_before(self):
+        open_ = self.source.name
+        Source.objects.filter(pk=self.hr.pk).update(public=True)  # group alpha's
+
+        assert self.seen("searchable_by") == {
+            "alice": sorted(["Both", "HR", open_]),
+            "bob": sorted(["Both", "HR", open_]),
+            "carol": sorted(["HR", open_]),
+            "root": sorted(["Both", "HR", open_]),
+            "anonymous": ["HR"],
+        }
+        assert self.seen("visible_to") == {
+            "alice": sorted(["Both", "HR", open_]),
+            "bob": sorted(["Both", open_]),
+            "carol": [open_],
+            "root": sorted(["Both", "HR", open_]),
+            "anonymous": [],
+        }
+        assert source_ids_searchable_by(AnonymousUser()) == [self.hr.pk]
+        assert source_ids_searchable_by(None) is None
 
     def test_a_search_finds_only_what_its_caller_sees(self):
         for source, path in [(self.both, "both"), (self.hr, "hr")]:

@@ -36,8 +36,8 @@ class SourceAdmin(VisibleRowsAdmin):
     menu_order = 1
     source_path = "pk"
     list_display = ["name", "fetcher", "live_count", "failing_count", "stale_count",
-                    "interval"]  # fmt: skip
-    list_filter = ["fetcher"]
+                    "interval", "public"]  # fmt: skip
+    list_filter = ["fetcher", "public"]
     search_fields = ["name", "seed_urls", "sitemap_url"]
     filter_horizontal = ["allowed_groups"]
     readonly_fields = ["created_at", "updated_at"]
