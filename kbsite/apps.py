@@ -12,6 +12,7 @@ from kbsite.database_versions import (
     database_versions_check,
     vector_extension_update_before_migrate,
 )
+from kbsite.schedules import schedules_ensure
 
 
 def _ensure_cache_table(sender: AppConfig, *, using: str, **kwargs) -> None:
@@ -29,6 +30,19 @@ def _ensure_cache_table(sender: AppConfig, *, using: str, **kwargs) -> None:
         )
 
 
+def _ensure_schedules(sender: AppConfig, **kwargs) -> None:
+    schedules_ensure(
+        prefix="site: ",
+        schedules={
+            # Anonymous readers' throttle rows (hashes of addresses) last a day.
+            "site: forget idle throttle windows": (
+                "kbsite.throttling.throttle_windows_sweep",
+                60,
+            ),
+        },
+    )
+
+
 class KbsiteConfig(AppConfig):
     name = "kbsite"
     verbose_name = "Site"
@@ -37,3 +51,4 @@ class KbsiteConfig(AppConfig):
         connection_created.connect(database_versions_check)
         pre_migrate.connect(vector_extension_update_before_migrate, sender=self)
         post_migrate.connect(_ensure_cache_table, sender=self)
+        post_migrate.connect(_ensure_schedules, sender=self)

@@ -126,3 +126,20 @@ def env_memory(name: str) -> str:
     if not MEMORY_RANGE[0] <= kilobytes <= MEMORY_RANGE[1]:
         raise ImproperlyConfigured(f"{name}={value!r} must be from 1MB to 2TB")
     return value
+
+
+# What DRF's throttles take: N requests per second, minute, hour or day (DRF reads
+# only the unit's first letter; the spellings documented are these).
+RATE = re.compile(r"(\d+)/(s|sec|second|m|min|minute|h|hour|d|day)")
+
+
+def env_rate(name: str, default: str) -> str:
+    """``NAME`` as a throttle rate such as ``30/min`` (``N/s``, ``N/min``,
+    ``N/hour`` or ``N/day``)."""
+    value = env_str(name, default) or default
+    if RATE.fullmatch(value) is None:
+        raise ImproperlyConfigured(
+            f"{name}={value!r} is not a rate such as 30/min "
+            "(a whole number, then /s, /min, /hour or /day)"
+        )
+    return value

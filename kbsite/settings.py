@@ -15,6 +15,7 @@ from kbsite.env import (
     env_list,
     env_memory,
     env_optional_float,
+    env_rate,
     env_secret,
     env_str,
 )
@@ -162,9 +163,17 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "kbsite.api.exception_handler",
     "DEFAULT_THROTTLE_RATES": {
-        "query": env_str("API_QUERY_RATE", "60/min"),
-        "search": env_str("API_SEARCH_RATE", "300/min"),
+        "query": env_rate("API_QUERY_RATE", "60/min"),
+        "search": env_rate("API_SEARCH_RATE", "300/min"),
+        # Anonymous readers of public sources, per client address; the Ask page's
+        # questions count with the API's.
+        "anon_query": env_rate("ANONYMOUS_QUERY_RATE", "30/min"),
+        "anon_search": env_rate("ANONYMOUS_SEARCH_RATE", "120/min"),
     },
+    # How many reverse proxies in front append to X-Forwarded-For: the client's
+    # address is that many from its end. 0 (the default) takes the connection's
+    # address and ignores the header, which any client can write.
+    "NUM_PROXIES": env_int("NUM_PROXIES", 0, minimum=0, maximum=10),
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Knowledge base API",

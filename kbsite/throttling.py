@@ -1,14 +1,28 @@
-"""The API's per-user throttles, counted in the database every web process shares,
-in one statement per request."""
+"""The API's throttles, counted in the database every web process shares, in one
+statement per request: a signed-in caller by user, an anonymous reader by client
+address, in a scope (and at a rate) of their own."""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import ipaddress
+import time
+from types import SimpleNamespace
+from typing import Any
+
+from django.conf import settings
 from django.db import connection
+from django.http import HttpRequest
 from psycopg import sql
 from rest_framework.throttling import ScopedRateThrottle
 
 from kbsite.models import ThrottleWindow
 from kbsite.sqlrows import Insert, column, table
+
+# The longest period a rate may have (N/day): a caller with no request counted
+# within it has nothing left to count, and their row is forgotten.
+LONGEST_PERIOD = 24 * 3600
 
 # Count a request, unless the caller already has ``limit`` in the period; a row
 # comes back when it was counted.
@@ -37,13 +51,30 @@ HITS_SQL = (
 )
 
 
+IDLE_DELETE = (
+    sql.SQL(
+        "DELETE FROM {table} t WHERE NOT EXISTS "
+        "(SELECT FROM unnest(t.{hits}) h WHERE h > %s)"
+    )
+    .format(table=table(ThrottleWindow), hits=column(ThrottleWindow, "hits"))
+    .as_string()
+)
+
+
 class SharedRateThrottle(ScopedRateThrottle):
     """DRF's scoped throttle (a view's ``throttle_scope``, at most N requests in
     any period of the rate's length), but counted by one ``INSERT … ON CONFLICT``
-    instead of a read and a write of the cache table."""
+    instead of a read and a write of the cache table.
+
+    A signed-in caller is counted by user. An anonymous one is counted by client
+    address (``address_key``), in the view's ``anonymous_throttle_scope`` when it
+    has one (anonymous readers' own rates), else in its ``throttle_scope``.
+    """
+
+    anonymous_scope_attr = "anonymous_throttle_scope"
 
     def allow_request(self, request, view) -> bool:
-        self.scope = getattr(view, self.scope_attr, None)
+        self.scope = self.scope_of(request, view)
         if not self.scope:
             return True
         self.rate = self.get_rate()
@@ -59,6 +90,68 @@ class SharedRateThrottle(ScopedRateThrottle):
 
     def wait(self) -> float | None:
         return self.waiting
+
+    def scope_of(self, request, view) -> str | None:
+        scope = getattr(view, self.scope_attr, None)
+        if not _signed_in(request):
+            scope = getattr(view, self.anonymous_scope_attr, None) or scope
+        return scope
+
+    def get_cache_key(self, request, view) -> str:
+        if _signed_in(request):
+            ident = str(request.user.pk)
+        else:
+            ident = address_key(self.get_ident(request))
+        return self.cache_format % {"scope": self.scope, "ident": ident}
+
+
+def _signed_in(request: Any) -> bool:
+    user = getattr(request, "user", None)
+    return bool(user and user.is_authenticated)
+
+
+def address_key(address: str | None) -> str:
+    """A client address as a throttle counts it: an IPv6 address by its /64 (what
+    one subscriber is given, whose other addresses would otherwise each get a
+    count of their own), and stored only as a keyed hash (HMAC-SHA256 with
+    SECRET_KEY), so the table of counts holds no address.
+
+    The address is the one DRF takes (``NUM_PROXIES``): the connection's, or the
+    one that many proxies back in ``X-Forwarded-For``."""
+    text = (address or "").strip()
+    try:
+        ip = ipaddress.ip_address(text)
+    except ValueError:
+        pass  # not an address (a proxy's port, or nothing): counted as given
+    else:
+        if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is None:
+            text = str(ipaddress.IPv6Network((ip, 64), strict=False))
+        else:
+            text = str(getattr(ip, "ipv4_mapped", None) or ip)
+    digest = hmac.new(settings.SECRET_KEY.encode(), text.encode(), hashlib.sha256)
+    return "a" + digest.hexdigest()[:32]
+
+
+def request_wait(request: HttpRequest, *, anonymous_scope: str) -> float | None:
+    """For a page outside DRF (the Ask page): None when an anonymous caller's
+    request is counted in ``anonymous_scope`` within its rate (the same count as
+    the API's), else the seconds to wait. Signed-in callers are not counted."""
+    view = SimpleNamespace(
+        throttle_scope=None, anonymous_throttle_scope=anonymous_scope
+    )
+    throttle = SharedRateThrottle()
+    if throttle.allow_request(request, view):
+        return None
+    return throttle.wait()
+
+
+def throttle_windows_sweep() -> str:
+    """Forget the callers with no request counted within the longest period a rate
+    may have: an anonymous reader's row (a hash of their address) is kept at most a
+    day after their last request. A periodic job (see ``kbsite.apps``)."""
+    with connection.cursor() as cursor:
+        cursor.execute(IDLE_DELETE, [time.time() - LONGEST_PERIOD])
+        return f"{cursor.rowcount} idle throttle windows forgotten"
 
 
 def request_count(key: str, *, now: float, period: float, limit: int) -> float | None:

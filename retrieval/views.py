@@ -16,11 +16,11 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 from drf_spectacular.utils import extend_schema
-from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from kbsite.throttling import SharedRateThrottle
+from retrieval.permissions import ReadersSchema, SignedInOrPublic
 from retrieval.questions import (
     query_feedback_record,
     question_answer,
@@ -39,11 +39,14 @@ ERRORS = {400: dict, 401: dict, 429: dict}
 
 
 class SearchView(APIView):
-    """Retrieval only: the best passage of each matching page, best first."""
+    """Retrieval only: the best passage of each matching page, best first. Without
+    a token, over the public sources only (at anonymous readers' own rate)."""
 
-    permission_classes = [IsAuthenticated]
+    permission_classes = [SignedInOrPublic]
     throttle_classes = [SharedRateThrottle]
     throttle_scope = "search"
+    anonymous_throttle_scope = "anon_search"
+    schema = ReadersSchema()
 
     @extend_schema(
         parameters=[SearchRequestSerializer],
@@ -62,11 +65,15 @@ class SearchView(APIView):
 
 
 class QueryView(APIView):
-    """A cited answer; every citation says when its page was verified and changed."""
+    """A cited answer; every citation says when its page was verified and changed.
+    Without a token, over the public sources only (at anonymous readers' own
+    rate)."""
 
-    permission_classes = [IsAuthenticated]
+    permission_classes = [SignedInOrPublic]
     throttle_classes = [SharedRateThrottle]
     throttle_scope = "query"
+    anonymous_throttle_scope = "anon_query"
+    schema = ReadersSchema()
 
     @extend_schema(
         request=QueryRequestSerializer,

@@ -12,6 +12,7 @@ from kbsite.env import (
     env_int,
     env_list,
     env_memory,
+    env_rate,
     env_secret,
 )
 from retrieval.embeddings import build_embedder
@@ -245,3 +246,18 @@ def test_the_test_suite_itself_runs_on_the_hashing_backend():
 
     assert settings.EMBEDDING_BACKEND == "hashing"
     assert settings.RELEVANCE_FLOOR is None, "the floor is learned unless overridden"
+
+
+@pytest.mark.parametrize("value", ["30/min", "1/s", "1000/hour", "5/day", "120/m"])
+def test_a_throttle_rate_is_taken(monkeypatch, value):
+    monkeypatch.setenv("ANONYMOUS_QUERY_RATE", value)
+
+    assert env_rate("ANONYMOUS_QUERY_RATE", "30/min") == value
+
+
+@pytest.mark.parametrize("value", ["30", "30/minutes", "thirty/min", "30/week", "/m"])
+def test_a_bad_throttle_rate_stops_start_up_naming_it(monkeypatch, value):
+    monkeypatch.setenv("ANONYMOUS_QUERY_RATE", value)
+
+    with pytest.raises(ImproperlyConfigured, match="ANONYMOUS_QUERY_RATE=.* a rate"):
+        env_rate("ANONYMOUS_QUERY_RATE", "30/min")

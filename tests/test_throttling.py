@@ -1,17 +1,28 @@
 """The API throttle: at most N requests of a caller in any period, counted in the
-shared database, answered 429 with the wait."""
+shared database, answered 429 with the wait; anonymous readers per address (as
+far as the trusted proxies say), kept only as a keyed hash, for a day."""
 
 from __future__ import annotations
 
+import time
 from unittest.mock import patch
 
 import pytest
+from django.conf import settings
 from django.contrib.auth.models import User
+from django.test import override_settings
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from kbsite.models import ThrottleWindow
-from kbsite.throttling import SharedRateThrottle, request_count
+from kbsite.throttling import (
+    LONGEST_PERIOD,
+    SharedRateThrottle,
+    address_key,
+    request_count,
+    throttle_windows_sweep,
+)
+from sources.models import Source
 from tests.conftest import at_once
 
 
@@ -86,3 +97,98 @@ def test_the_api_answers_429_with_the_wait_as_json():
     assert refused.json()["error"]
     assert 0 < int(refused["Retry-After"]) <= 60
     assert asked.status_code == 200
+
+
+def _rates(**rates: str) -> dict[str, str]:
+    return {**SharedRateThrottle.THROTTLE_RATES, **rates}
+
+
+def test_an_address_is_counted_as_a_keyed_hash_and_ipv6_by_its_64():
+    keys = {
+        address: address_key(address)
+        for address in ["203.0.113.7", "::ffff:203.0.113.7", "2001:db8:1:2::5",
+                        "2001:db8:1:2:ffff::9", "2001:db8:1:3::5", None]
+    }  # fmt: skip
+
+    assert keys["203.0.113.7"] == keys["::ffff:203.0.113.7"]
+    assert keys["2001:db8:1:2::5"] == keys["2001:db8:1:2:ffff::9"], "one /64"
+    assert keys["2001:db8:1:2::5"] != keys["2001:db8:1:3::5"]
+    assert all("203" not in key and "2001" not in key for key in keys.values())
+    with override_settings(SECRET_KEY="another site's key"):
+        assert address_key("203.0.113.7") != keys["203.0.113.7"]
+
+
+@pytest.mark.django_db
+def test_anonymous_readers_are_counted_per_address_at_their_own_rate():
+    Source.objects.create(name="Public docs", public=True)
+    token = Token.objects.create(user=User.objects.create_user("app"))
+    signed_in = APIClient()
+    signed_in.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+    first, second = (
+        APIClient(REMOTE_ADDR="198.51.100.1"),
+        APIClient(REMOTE_ADDR="198.51.100.2"),
+    )
+    rates = _rates(query="5/min", anon_query="2/min")
+
+    with patch.object(SharedRateThrottle, "THROTTLE_RATES", rates):
+        ask = {"question": "x"}
+        statuses = [
+            first.post("/api/query/", ask, format="json").status_code for _ in range(2)
+        ]
+        refused = first.post("/api/query/", ask, format="json")
+        other_address = second.post("/api/query/", ask, format="json").status_code
+        users = [
+            signed_in.post("/api/query/", ask, format="json").status_code
+            for _ in range(3)
+        ]
+
+    assert statuses == [200, 200]
+    assert refused.status_code == 429
+    assert refused.json()["error"] == "throttled"
+    assert 0 < int(refused["Retry-After"]) <= 60
+    assert other_address == 200
+    assert users == [200, 200, 200], "a signed-in caller's rate is theirs"
+    keys = list(ThrottleWindow.objects.values_list("key", flat=True))
+    assert not [key for key in keys if "198.51.100" in key], "no address is stored"
+    assert sum(key.startswith("throttle_anon_query_") for key in keys) == 2
+
+
+@pytest.mark.django_db
+def test_x_forwarded_for_counts_only_as_far_as_num_proxies_says():
+    Source.objects.create(name="Public docs", public=True)
+    rates = _rates(anon_search="1/min")
+
+    def statuses() -> list[int]:
+        ThrottleWindow.objects.all().delete()
+        client = APIClient(REMOTE_ADDR="10.0.0.1")  # the proxy
+        return [
+            client.get(
+                "/api/search/", {"q": "x"}, HTTP_X_FORWARDED_FOR=forwarded
+            ).status_code
+            for forwarded in ["203.0.113.1", "203.0.113.2, 203.0.113.1"]
+        ]
+
+    with patch.object(SharedRateThrottle, "THROTTLE_RATES", rates):
+        # Unset: the header is not trusted, and both come from the proxy.
+        assert statuses() == [200, 429]
+        with override_settings(REST_FRAMEWORK={**settings.REST_FRAMEWORK,
+                                                "NUM_PROXIES": 1}):  # fmt: skip
+            # One proxy: the address it added, whatever the client wrote before.
+            assert statuses() == [200, 429]
+            ThrottleWindow.objects.all().delete()
+            client = APIClient(REMOTE_ADDR="10.0.0.1")
+            assert [
+                client.get("/api/search/", {"q": "x"},
+                           HTTP_X_FORWARDED_FOR=f"203.0.113.{n}").status_code
+                for n in (1, 2)
+            ] == [200, 200], "two readers behind one proxy"  # fmt: skip
+
+
+@pytest.mark.django_db
+def test_idle_callers_are_forgotten_after_a_day():
+    now = time.time()
+    request_count("recent", now=now - 3600, period=60, limit=5)
+    request_count("idle", now=now - LONGEST_PERIOD - 1, period=60, limit=5)
+
+    assert throttle_windows_sweep() == "1 idle throttle windows forgotten"
+    assert list(ThrottleWindow.objects.values_list("key", flat=True)) == ["recent"]
