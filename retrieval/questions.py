@@ -7,8 +7,10 @@ from __future__ import annotations
 import operator
 import time
 from dataclasses import dataclass, replace
+from datetime import timedelta
 from functools import reduce
 
+from django.core import signing
 from django.db.models import Q
 from django.utils import timezone
 
@@ -23,6 +25,8 @@ from retrieval.spans import cut, excerpt, unmark
 from sources.models import Caller, Page, Source
 
 EXCERPT_CHARS = 300
+FEEDBACK_SALT = "retrieval.feedback"
+FEEDBACK_TICKET_AGE = timedelta(days=1)
 
 
 @dataclass(frozen=True)
@@ -220,17 +224,35 @@ def _log(
 
 def query_feedback_record(*, log_id: int, user: Caller, helpful: bool) -> bool:
     """Store the asker's thumbs up or down on their own question; False if the
-    question is not theirs (or not a question)."""
-    if user is None or not user.is_authenticated:
+    question is not theirs (or not a question). An anonymous asker's question is
+    one without an asker, named by the ticket its answer came with
+    (``feedback_ticket_log``)."""
+    if user is None:
         return False
-    log = QueryLog.objects.filter(
-        pk=log_id, user_id=user.pk, kind=QueryLog.Kind.QUERY
-    ).first()
+    asker = Q(user_id=user.pk) if user.is_authenticated else Q(user=None)
+    log = QueryLog.objects.filter(asker, pk=log_id, kind=QueryLog.Kind.QUERY).first()
     if log is None:
         return False
     log.record_feedback(helpful=helpful, at=timezone.now())
     log.save(update_fields=["feedback", "feedback_at"])
     return True
+
+
+def feedback_ticket(log_id: int) -> str:
+    """What an anonymous asker's answer carries for its feedback: the question's
+    log id, signed. Logs of anonymous readers keep nobody's identity, so this is
+    how the one who was answered (and nobody guessing ids) rates the answer."""
+    return signing.dumps(log_id, salt=FEEDBACK_SALT)
+
+
+def feedback_ticket_log(ticket: str) -> int | None:
+    """The log id of a ticket that this site signed within FEEDBACK_TICKET_AGE;
+    None for any other."""
+    try:
+        log_id = signing.loads(ticket, salt=FEEDBACK_SALT, max_age=FEEDBACK_TICKET_AGE)
+    except signing.BadSignature:  # also expired
+        return None
+    return log_id if isinstance(log_id, int) else None
 
 
 def sources_for(user: Caller) -> list[Source]:

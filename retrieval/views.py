@@ -1,9 +1,10 @@
 from __future__ import annotations
 
+import math
 from typing import cast
 
 from django import forms
-from django.contrib.auth.decorators import login_required
+from django.contrib.auth.views import redirect_to_login
 from django.http import (
     HttpRequest,
     HttpResponse,
@@ -19,9 +20,11 @@ from drf_spectacular.utils import extend_schema
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from kbsite.throttling import SharedRateThrottle
-from retrieval.permissions import ReadersSchema, SignedInOrPublic
+from kbsite.throttling import SharedRateThrottle, request_wait
+from retrieval.permissions import ReadersSchema, SignedInOrPublic, reader_admitted
 from retrieval.questions import (
+    feedback_ticket,
+    feedback_ticket_log,
     query_feedback_record,
     question_answer,
     search_run,
@@ -107,44 +110,81 @@ class AskForm(forms.Form):
         return SearchFilters(source_ids=(source,) if source else ())
 
 
-@login_required
 @require_GET
 def ask(request: HttpRequest) -> HttpResponse:
     """The "Ask" page: a question, its answer and its sources, for people. Asked by
     GET (``/?q=…``), so an answer has a link to share and a reload asks again
-    rather than re-posting a form."""
+    rather than re-posting a form. Anonymous readers ask the public sources (at
+    their own rate, counted with the API's questions); with none, they log in."""
+    if not reader_admitted(request.user):
+        return redirect_to_login(request.get_full_path())
     sources = sources_for(request.user)
     form = AskForm(
         request.GET if "q" in request.GET else None,
         sources=[(s.pk, s.name) for s in sources],
     )
-    result = None
+    result, ticket = None, ""
     if form.is_bound and form.is_valid():
+        wait = request_wait(request, anonymous_scope=QueryView.anonymous_throttle_scope)
+        if wait is not None:
+            return _too_many(request, form, wait)
         result = question_answer(
             question=form.cleaned_data["q"],
             user=request.user,
             k=5,
             filters=form.filters(),
         )
-    return render(request, "retrieval/ask.html", {"form": form, "result": result})
+        if result.log_id and not request.user.is_authenticated:
+            ticket = feedback_ticket(result.log_id)
+    context = {"form": form, "result": result, "ticket": ticket}
+    return render(request, "retrieval/ask.html", context)
+
+
+def _too_many(request: HttpRequest, form: AskForm, wait: float) -> HttpResponse:
+    seconds = max(1, math.ceil(wait))
+    response = render(
+        request,
+        "retrieval/ask.html",
+        {"form": form, "result": None, "wait": seconds},
+        status=429,
+    )
+    response["Retry-After"] = str(seconds)
+    return response
 
 
 class FeedbackForm(forms.Form):
-    log = forms.IntegerField(min_value=1)
+    log = forms.IntegerField(min_value=1, required=False)
+    # An anonymous asker's proof that the answer was theirs (``feedback_ticket``).
+    ticket = forms.CharField(required=False, max_length=200)
     helpful = forms.TypedChoiceField(choices=[("1", "yes"), ("0", "no")], coerce=int)
     next = forms.CharField(required=False, max_length=4000)
 
+    def clean(self) -> dict:
+        cleaned = super().clean() or {}
+        if not cleaned.get("log") and not cleaned.get("ticket"):
+            raise forms.ValidationError("Name the question: its log or its ticket.")
+        return cleaned
 
-@login_required
+    def log_id(self, *, signed_in: bool) -> int | None:
+        """The question rated: a signed-in asker names it (only theirs are
+        found); an anonymous one shows the ticket its answer came with."""
+        if signed_in:
+            return self.cleaned_data["log"]
+        return feedback_ticket_log(self.cleaned_data["ticket"])
+
+
 @require_POST
 def ask_feedback(request: HttpRequest) -> HttpResponse:
     """Thumbs up or down on an answer, stored with its question's log row. A POST
     with the CSRF token: it changes state. Scripts get 204; a form post goes back."""
+    if not reader_admitted(request.user):
+        return redirect_to_login(reverse("ask"))
     form = FeedbackForm(request.POST)
     if not form.is_valid():
         return HttpResponseBadRequest("bad feedback")
-    stored = query_feedback_record(
-        log_id=form.cleaned_data["log"],
+    log_id = form.log_id(signed_in=request.user.is_authenticated)
+    stored = log_id is not None and query_feedback_record(
+        log_id=log_id,
         user=request.user,
         helpful=bool(form.cleaned_data["helpful"]),
     )

@@ -1,5 +1,6 @@
 """People in a real browser (Debian's headless Chromium): a reader logs in, asks
-and reads; an editor reads a page's changes and the dashboard.
+and reads; an anonymous reader asks a public source; an editor reads a page's
+changes and the dashboard.
 
 `.ci/run` installs Chromium and sets KB_REQUIRE_BROWSER=1, so CI fails rather than
 skips when the browser is missing; elsewhere the test is skipped without it.
@@ -19,7 +20,7 @@ from django.utils import timezone
 
 from ingest.models import Delivery
 from retrieval.models import QueryLog
-from sources.models import Page
+from sources.models import Page, Source
 from tests.admin_world import PASSWORD, editor_create
 from tests.world import (
     FIXTURES,
@@ -104,6 +105,58 @@ def test_a_person_logs_in_asks_and_reads_a_cited_answer(browser, live_server):
     assert sources[0].get_attribute("href") == harbor_url("upgrading") + "#schema"
     assert "verified" in browser.find_element(By.CSS_SELECTOR, "ol.citations").text
     assert "q=How+do+I+upgrade" in browser.current_url, "the answer has a link"
+
+
+def test_an_anonymous_reader_asks_a_public_source(browser, live_server, tmp_path):
+    from selenium.webdriver.common.by import By
+
+    harbor = harbor_load()
+    ingest_markdown(harbor_url("upgrading"), UPGRADE)
+    Source.objects.filter(pk=harbor.pk).update(public=True)
+    # Open to every signed-in user, not public: never shown to this reader.
+    private = Source.objects.create(
+        name="Staff runbooks", seed_urls="https://runbooks.example.org/"
+    )
+    ingest_markdown(
+        "https://runbooks.example.org/schema/",
+        "# Schema upgrades\n\n## Upgrading the database schema\n\n"
+        "To upgrade the database schema, page the on-call DBA first.\n",
+    )
+
+    browser.get(f"{live_server.url}/")  # no login
+    menu = browser.find_element(By.NAME, "source").text
+    browser.find_element(By.NAME, "q").send_keys(
+        "How do I upgrade the database schema?"
+    )
+    browser.find_element(By.CSS_SELECTOR, "form.ask button").click()
+
+    answer = browser.find_element(By.ID, "answer")
+    code = answer.find_element(By.CSS_SELECTOR, "pre code").text
+    marker = answer.find_element(By.CSS_SELECTOR, "a.marker")
+    cited = browser.find_elements(By.CSS_SELECTOR, "ol.citations > li > a")
+    screenshot = tmp_path / "anonymous-ask.png"
+    full_page_screenshot(browser, screenshot)
+    print(f"screenshot: {screenshot}")
+    assert "harbor db upgrade --to latest" in code
+    assert marker.get_attribute("href").endswith("#citation-1")
+    assert cited[0].get_attribute("href") == harbor_url("upgrading") + "#schema"
+    assert "verified" in browser.find_element(By.CSS_SELECTOR, "ol.citations").text
+    assert "Harbor docs" in menu and private.name not in menu
+    assert "runbooks.example.org" not in browser.page_source
+    assert "on-call DBA" not in browser.page_source
+    assert browser.find_element(By.LINK_TEXT, "Log in")
+    assert "/accounts/login/" not in browser.current_url
+
+    # The reader's verdict is kept, with nobody's identity.
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    browser.find_element(By.CSS_SELECTOR, "#feedback button[value='0']").click()
+    WebDriverWait(browser, 10).until(
+        expected_conditions.text_to_be_present_in_element((By.ID, "feedback"), "Thanks")
+    )
+    log = QueryLog.objects.get(kind="query")
+    assert (log.feedback, log.user_id) == (QueryLog.Feedback.UNHELPFUL, None)
 
 
 def test_the_shared_link_shows_the_same_answer(browser, live_server):
