@@ -2,9 +2,10 @@
 Atom for feed readers and as JSON pages for integrators.
 
 A feed shows exactly the sources a search by the same caller would search
-(``source_ids_searchable_by``). Callers prove who they are as on the API (a session or
-``Authorization: Token …``) or, since a feed reader can only be given a URL, by a
-feed token in it (``?token=kbf_…``, see ``FeedToken``), which reads feeds only.
+(``source_ids_searchable_by``): an anonymous reader's, the public ones. Callers
+prove who they are as on the API (a session or ``Authorization: Token …``) or,
+since a feed reader can only be given a URL, by a feed token in it
+(``?token=kbf_…``, see ``FeedToken``), which reads feeds only.
 
 JSON pages are cut by a keyset cursor (the step's time and id): ``before`` pages
 back through older steps, ``since`` keeps only steps newer than one already read,
@@ -37,6 +38,7 @@ from sources.models import (
     FeedToken,
     PageVersion,
     Source,
+    anonymous_readers_welcome,
     source_ids_searchable_by,
 )
 
@@ -145,13 +147,16 @@ def _source_or_404(caller: Caller, source_id: int | None) -> Source | None:
     return source
 
 
-def _authenticated(caller: Caller) -> None:
-    if caller is not None and not caller.is_authenticated:
-        raise FeedError(
-            401,
-            "Log in, or send an API token (Authorization: Token …) or a feed token "
-            "(?token=…) to read change feeds.",
-        )
+def _admitted(caller: Caller) -> None:
+    """A signed-in caller reads the feeds of their sources; an anonymous one those
+    of the public sources, while there are any (as they search them)."""
+    if caller is None or caller.is_authenticated or anonymous_readers_welcome():
+        return
+    raise FeedError(
+        401,
+        "Log in, or send an API token (Authorization: Token …) or a feed token "
+        "(?token=…) to read change feeds.",
+    )
 
 
 def _entry(request: HttpRequest, step: PageVersion) -> dict:
@@ -209,7 +214,7 @@ def _json_error(error: FeedError) -> JsonResponse:
 def changes_json(request: HttpRequest, source_id: int | None = None) -> HttpResponse:
     try:
         caller = feed_caller(request)
-        _authenticated(caller)
+        _admitted(caller)
         _source_or_404(caller, source_id)
         limit = _limit(request)
         steps = feed_steps(caller, source_id)
@@ -240,7 +245,7 @@ def changes_json(request: HttpRequest, source_id: int | None = None) -> HttpResp
 def changes_atom(request: HttpRequest, source_id: int | None = None) -> HttpResponse:
     try:
         caller = feed_caller(request)
-        _authenticated(caller)
+        _admitted(caller)
         source = _source_or_404(caller, source_id)
     except FeedError as error:
         return HttpResponse(

@@ -95,11 +95,28 @@ def ask_page(client: Client, site: Site) -> str:
     return response.content.decode()
 
 
+def change_feeds(client: Client, site: Site) -> str:
+    """Every feed the reader may read: of every source, and of the site's own."""
+    source = Source.objects.get(name=site.name)
+    shown = []
+    for path in [
+        "/feeds/changes.json",
+        f"/feeds/sources/{source.pk}/changes.json",
+        "/feeds/changes.atom",
+        f"/feeds/sources/{source.pk}/changes.atom",
+    ]:
+        response = client.get(path)
+        assert response.status_code in (200, 404), (path, response.status_code)
+        shown.append(response.content.decode())
+    return "".join(shown)
+
+
 CHANNELS: dict[str, Ask] = {
     "search results": api_search,
     "an answer": api_answer,
     "an answer's citations": api_citations,
     "the Ask page": ask_page,
+    "change feeds": change_feeds,
 }
 
 
@@ -169,8 +186,10 @@ class AnonymousReaderTests(PublicSourceWorld):
             "/api/query/", {"question": "x"}, content_type="application/json"
         )
         page = Client().get("/", {"q": "zorblax"})
+        feed = Client().get("/feeds/changes.json")
 
         assert (search.status_code, query.status_code) == (401, 401)
+        assert feed.status_code == 401
         assert search.json()["error"] == query.json()["error"] == "not_authenticated"
         assert page.status_code == 302
         assert page["Location"] == "/accounts/login/?next=/%3Fq%3Dzorblax"
