@@ -6,6 +6,7 @@ from django.contrib import admin
 from django.db.models import Func, IntegerField, QuerySet, Sum
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
+from django.utils import formats, timezone
 from django.utils.html import format_html, format_html_join
 
 from kbsite.admin_utils import (
@@ -15,6 +16,7 @@ from kbsite.admin_utils import (
     title_and_path,
     tokens_cost,
 )
+from retrieval.answer import cited_count
 from retrieval.models import (
     Chunk,
     Embedding,
@@ -149,12 +151,12 @@ class QueryLogAdmin(VisibleRowsAdmin, ReadOnlyAdmin):
 
     menu_order = 4
     source_path = None  # its asker and its chunks decide: see visible_rows
-    list_display = ["created_at", "kind", "question", "result", "user", "feedback",
-                    "latency_ms"]  # fmt: skip
+    list_display = ["asked_at", "question", "result", "user", "feedback",
+                    "latency"]  # fmt: skip
     list_filter = ["kind", "abstained", "feedback"]
     search_fields = ["text"]
     list_select_related = ["user"]
-    list_defer = ["answer", "scores"]
+    list_defer = ["scores"]
     fields = ["created_at", "kind", "user", "text", "result", "answer", "chunks",
               "latency_ms"]  # fmt: skip
     readonly_fields = ["created_at", "result", "chunks"]
@@ -162,21 +164,48 @@ class QueryLogAdmin(VisibleRowsAdmin, ReadOnlyAdmin):
     def visible_rows(self, queryset: QuerySet, user: Caller) -> QuerySet:
         return cast(QueryLogQuerySet, queryset).visible_to(user)
 
+    @admin.display(description="asked", ordering="created_at")
+    def asked_at(self, obj: QueryLog) -> str:
+        when = timezone.localtime(obj.created_at)
+        return format_html(
+            '<span class="kb-when" title="{}">{}</span>',
+            when.isoformat(timespec="seconds"),
+            formats.date_format(when, "j M H:i"),
+        )
+
     @admin.display(description="question or search", ordering="text")
     def question(self, obj: QueryLog) -> str:
-        return obj.text if len(obj.text) <= 120 else obj.text[:119] + "…"
+        text = obj.text if len(obj.text) <= 160 else obj.text[:159] + "…"
+        if obj.kind == QueryLog.Kind.SEARCH:
+            return format_html('<span class="kb-kind">search</span> {}', text)
+        return text
 
     @admin.display(description="result", ordering="abstained")
     def result(self, obj: QueryLog) -> str:
+        """For a question, the passages its answer cited (what the asker was
+        shown) and how many chunks were retrieved; for a search, what it found."""
         if obj.abstained:
             return format_html(
-                '<span class="kb-badge kb-abstained">{}</span>',
-                "Abstained: no evidence in the index",
+                '<span class="kb-badge kb-abstained">Abstained</span><br>'
+                '<small class="kb-retrieved">{}</small>',
+                "no evidence in the index",
             )
         found = len(obj.chunk_ids)
-        if obj.kind == QueryLog.Kind.QUERY:
-            return f"Answered from {found} chunks"
-        return f"{found} chunks found"
+        if obj.kind != QueryLog.Kind.QUERY:
+            return _plural(found, "chunk") + " found"
+        cited = cited_count(obj.answer)
+        answered = (
+            f"Answered from {_plural(cited, 'chunk')}"
+            if cited
+            else "Answered citing nothing"
+        )
+        return format_html(
+            '{}<br><small class="kb-retrieved">{} retrieved</small>', answered, found
+        )
+
+    @admin.display(description="ms", ordering="latency_ms")
+    def latency(self, obj: QueryLog) -> int:
+        return obj.latency_ms
 
     @admin.display(description="chunks retrieved (score)")
     def chunks(self, obj: QueryLog) -> str:
@@ -201,3 +230,7 @@ class QueryLogAdmin(VisibleRowsAdmin, ReadOnlyAdmin):
             return format_html('<span title="{}">{}</span>', "replaced since", shown)
         url = reverse("admin:retrieval_chunk_change", args=[pk])
         return format_html('<a href="{}">{}</a>', url, shown)
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
