@@ -1,20 +1,35 @@
 from __future__ import annotations
 
+import csv
+from datetime import datetime
 from typing import Any, cast
 
 from django.contrib import admin
+from django.core.exceptions import PermissionDenied
 from django.db.models import Func, IntegerField, QuerySet, Sum
-from django.http import HttpRequest, HttpResponse
-from django.urls import reverse
+from django.http import (
+    HttpRequest,
+    HttpResponse,
+    HttpResponseBase,
+    JsonResponse,
+    StreamingHttpResponse,
+)
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
+from django.utils import formats, timezone
 from django.utils.html import format_html, format_html_join
 
 from kbsite.admin_utils import (
     ReadOnlyAdmin,
+    ago,
     hash_column,
     number,
+    short_path,
     title_and_path,
     tokens_cost,
 )
+from retrieval import asked
+from retrieval.answer import cited_count
 from retrieval.models import (
     Chunk,
     Embedding,
@@ -23,6 +38,7 @@ from retrieval.models import (
     QueryLog,
     QueryLogQuerySet,
 )
+from retrieval.spaces import floor_in_force, serving
 from sources.admin.visibility import VisibleRowsAdmin
 from sources.models import Caller, Source
 from sources.visibility import rows_visible_to, sees_every_row
@@ -145,16 +161,18 @@ class EmbeddingUsageAdmin(VisibleRowsAdmin, ReadOnlyAdmin):
 
 @admin.register(QueryLog)
 class QueryLogAdmin(VisibleRowsAdmin, ReadOnlyAdmin):
-    """What people asked and what they got: the raw material for evaluation."""
+    """What people asked and what they got: the raw material for evaluation; and
+    the docs owner's page of what readers asked and the index served badly
+    (``retrieval.asked``)."""
 
     menu_order = 4
     source_path = None  # its asker and its chunks decide: see visible_rows
-    list_display = ["created_at", "kind", "question", "result", "user", "feedback",
-                    "latency_ms"]  # fmt: skip
+    list_display = ["asked_at", "question", "result", "user", "feedback",
+                    "latency"]  # fmt: skip
     list_filter = ["kind", "abstained", "feedback"]
     search_fields = ["text"]
     list_select_related = ["user"]
-    list_defer = ["answer", "scores"]
+    list_defer = ["scores"]
     fields = ["created_at", "kind", "user", "text", "result", "answer", "chunks",
               "latency_ms"]  # fmt: skip
     readonly_fields = ["created_at", "result", "chunks"]
@@ -162,21 +180,144 @@ class QueryLogAdmin(VisibleRowsAdmin, ReadOnlyAdmin):
     def visible_rows(self, queryset: QuerySet, user: Caller) -> QuerySet:
         return cast(QueryLogQuerySet, queryset).visible_to(user)
 
+    def get_urls(self) -> list[URLPattern]:
+        view = self.admin_site.admin_view
+        return [
+            path("questions/", view(self.questions_view),
+                 name="retrieval_querylog_questions"),
+            path("questions.csv", view(self.questions_export),
+                 name="retrieval_querylog_questions_export"),
+            *super().get_urls(),
+        ]  # fmt: skip
+
+    def questions_view(self, request: HttpRequest) -> HttpResponse:
+        """Questions readers asked: the unanswered and the not useful, grouped."""
+        days = self._questions_days(request)
+        if isinstance(days, HttpResponse):
+            return days
+        since = asked.period_start(days)
+        floor = floor_in_force(serving()[1])
+        if floor is not None:
+            floor = round(floor, 2)  # as shown: a page shown at 0.44 is not under 0.44
+        sections = [
+            self._questions_section(request, concern, since, floor)
+            for concern in asked.Concern
+        ]
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Questions readers asked",
+            "opts": self.model._meta,
+            "days": days,
+            "periods": asked.PERIODS,
+            "sections": sections,
+            "threshold": f"{asked.GROUP_SIMILARITY:.2f}",
+            "floor": floor,
+        }
+        return TemplateResponse(
+            request, "admin/retrieval/querylog/questions.html", context
+        )
+
+    def _questions_section(
+        self,
+        request: HttpRequest,
+        concern: asked.Concern,
+        since: datetime,
+        floor: float | None,
+    ) -> dict[str, Any]:
+        found = asked.question_groups(user=request.user, concern=concern, since=since)
+        rows = [
+            {
+                "group": group,
+                "examples": [
+                    (q, reverse("admin:retrieval_querylog_change", args=[q.ref]))
+                    for q in group.examples
+                ],
+                "more": len(group.questions) - len(group.examples),
+                "latest": ago(group.latest),
+                "near": [
+                    (
+                        page,
+                        reverse("admin:sources_page_change", args=[page.page_id]),
+                        short_path(page.url),
+                        floor is not None and round(page.similarity, 2) < floor,
+                    )
+                    for page in asked.pages_near(group=group, user=request.user)
+                ],
+            }
+            for group in found.groups[:GROUPS_SHOWN]
+        ]
+        return {"found": found, "rows": rows, "hidden": found.groups[GROUPS_SHOWN:]}
+
+    def questions_export(self, request: HttpRequest) -> HttpResponseBase:
+        """The groups and their questions as CSV, streamed as they are found."""
+        days = self._questions_days(request)
+        if isinstance(days, HttpResponse):
+            return days
+        writer = csv.writer(_Echo())
+        rows = asked.csv_rows(user=request.user, since=asked.period_start(days))
+        name = f"questions-{days}-days-{timezone.localdate():%Y-%m-%d}.csv"
+        return StreamingHttpResponse(
+            (writer.writerow(row) for row in rows),
+            content_type="text/csv; charset=utf-8",
+            headers={"Content-Disposition": f'attachment; filename="{name}"'},
+        )
+
+    def _questions_days(self, request: HttpRequest) -> int | HttpResponse:
+        """The period asked for (DEFAULT_DAYS if none); a 403 without the view
+        permission, a 400 for a period not offered."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        raw = request.GET.get("days", str(asked.DEFAULT_DAYS))
+        if raw not in {str(days) for days in asked.PERIODS}:
+            allowed = ", ".join(map(str, asked.PERIODS))
+            return JsonResponse(
+                {"error": f"days must be one of {allowed}, not {raw[:20]!r}"},
+                status=400,
+            )
+        return int(raw)
+
+    @admin.display(description="asked", ordering="created_at")
+    def asked_at(self, obj: QueryLog) -> str:
+        when = timezone.localtime(obj.created_at)
+        return format_html(
+            '<span class="kb-when" title="{}">{}</span>',
+            when.isoformat(timespec="seconds"),
+            formats.date_format(when, "j M H:i"),
+        )
+
     @admin.display(description="question or search", ordering="text")
     def question(self, obj: QueryLog) -> str:
-        return obj.text if len(obj.text) <= 120 else obj.text[:119] + "…"
+        text = obj.text if len(obj.text) <= 160 else obj.text[:159] + "…"
+        if obj.kind == QueryLog.Kind.SEARCH:
+            return format_html('<span class="kb-kind">search</span> {}', text)
+        return text
 
     @admin.display(description="result", ordering="abstained")
     def result(self, obj: QueryLog) -> str:
+        """For a question, the passages its answer cited (what the asker was
+        shown) and how many chunks were retrieved; for a search, what it found."""
         if obj.abstained:
             return format_html(
-                '<span class="kb-badge kb-abstained">{}</span>',
-                "Abstained: no evidence in the index",
+                '<span class="kb-badge kb-abstained">Abstained</span><br>'
+                '<small class="kb-retrieved">{}</small>',
+                "no evidence in the index",
             )
         found = len(obj.chunk_ids)
-        if obj.kind == QueryLog.Kind.QUERY:
-            return f"Answered from {found} chunks"
-        return f"{found} chunks found"
+        if obj.kind != QueryLog.Kind.QUERY:
+            return _plural(found, "chunk") + " found"
+        cited = cited_count(obj.answer)
+        answered = (
+            f"Answered from {_plural(cited, 'chunk')}"
+            if cited
+            else "Answered citing nothing"
+        )
+        return format_html(
+            '{}<br><small class="kb-retrieved">{} retrieved</small>', answered, found
+        )
+
+    @admin.display(description="ms", ordering="latency_ms")
+    def latency(self, obj: QueryLog) -> int:
+        return obj.latency_ms
 
     @admin.display(description="chunks retrieved (score)")
     def chunks(self, obj: QueryLog) -> str:
@@ -201,3 +342,18 @@ class QueryLogAdmin(VisibleRowsAdmin, ReadOnlyAdmin):
             return format_html('<span title="{}">{}</span>', "replaced since", shown)
         url = reverse("admin:retrieval_chunk_change", args=[pk])
         return format_html('<a href="{}">{}</a>', url, shown)
+
+
+# Groups shown in each section of the questions page; the export holds them all.
+GROUPS_SHOWN = 20
+
+
+class _Echo:
+    """What ``csv.writer`` writes to: each row is handed back, to be streamed."""
+
+    def write(self, value: str) -> str:
+        return value
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"

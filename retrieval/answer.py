@@ -173,3 +173,13 @@ def _prose_and_code(text: str) -> list[tuple[str, bool]]:
             at = match.end()
         pieces.append((line[at:], True))
     return pieces
+
+
+def cited_count(answer: str) -> int:
+    """How many passages a stored answer cites: its markers are renumbered 1 to n
+    over the passages it cites (``_keep_valid_markers``), so the distinct numbers
+    in its prose are its citations. Markers inside code are not markers."""
+    return len(
+        {n for piece, prose in _prose_and_code(answer) if prose
+         for n in MARKER.findall(piece)}
+    )  # fmt: skip

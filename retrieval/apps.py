@@ -4,7 +4,20 @@ from django.apps import AppConfig
 from django.db.backends.signals import connection_created
 from django.db.models.signals import post_migrate
 
-SCHEDULE = "retrieval: refresh index statistics"
+from kbsite.schedules import schedules_ensure
+
+SCHEDULES = {
+    "retrieval: refresh index statistics": (
+        "retrieval.tasks.index_statistics_refresh_task",
+        10,
+    ),
+    # Questions the docs owner's page groups, embedded a few minutes after they
+    # were asked (the page embeds what this has not reached yet).
+    "retrieval: embed readers' questions": (
+        "retrieval.tasks.question_vectors_fill_task",
+        10,
+    ),
+}
 
 
 def _fully_migrated(using: str) -> bool:
@@ -20,9 +33,8 @@ def _fully_migrated(using: str) -> bool:
 def _ensure_active_index(sender: AppConfig, using: str = "default", **kwargs) -> None:
     """The configured space is registered (serving, if it is the first) with its
     index, and the serving space keeps its index; the word counts and the floor
-    are refreshed when the index changed, and a periodic job keeps them so."""
-    from django_q.models import Schedule
-
+    are refreshed when the index changed, and periodic jobs keep them so and
+    embed readers' questions."""
     if not _fully_migrated(using):
         return
     from retrieval.spaces import (
@@ -36,15 +48,7 @@ def _ensure_active_index(sender: AppConfig, using: str = "default", **kwargs) ->
     serving = space_serving()
     if serving is not None:
         embedding_index_ensure(space=serving.name, dimensions=serving.dimensions)
-    Schedule.objects.update_or_create(
-        name=SCHEDULE,
-        defaults={
-            "func": "retrieval.tasks.index_statistics_refresh_task",
-            "schedule_type": Schedule.MINUTES,
-            "minutes": 10,
-            "repeats": -1,
-        },
-    )
+    schedules_ensure(prefix="retrieval: ", schedules=SCHEDULES)
     index_statistics_refresh()
 
 

@@ -275,6 +275,25 @@ class QueryLog(models.Model):
         self.feedback_at = at
 
 
+class QuestionVector(models.Model):
+    """A logged question's vector in one embedding space, for grouping what readers
+    asked (``retrieval.asked``). Written by a periodic job and by the questions
+    page for what the job has not reached yet, never while a question is answered;
+    one per log, replaced when another space serves."""
+
+    log = models.OneToOneField(
+        QueryLog, on_delete=models.CASCADE, primary_key=True, related_name="vector"
+    )
+    space = models.CharField(
+        max_length=200, help_text="The space the vector is in, e.g. local/…/384."
+    )
+    vector = VectorField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"{self.space} vector of log {self.log_id}"
+
+
 class Lexeme(models.Model):
     """How many live chunks contain a word (its English stem), for ranking keyword
     matches by rarity and for telling rare evidence from common words. Refreshed

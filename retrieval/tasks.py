@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from retrieval.asked import question_vectors_fill
 from retrieval.indexing import embeddings_prune
 from retrieval.statistics import index_statistics_refresh
 
@@ -13,3 +14,15 @@ def index_statistics_refresh_task() -> str:
     refresh = index_statistics_refresh()
     done = "fresh" if refresh is None else f"{refresh.chunks} chunks, {refresh.floors}"
     return f"{done}; {pruned} unused vectors pruned"
+
+
+# Questions one run embeds at most: a busy day's unanswered ones in a few minutes
+# of a local model's time; the next run takes the rest.
+QUESTIONS_PER_RUN = 5000
+
+
+def question_vectors_fill_task() -> str:
+    """Every ten minutes: the questions the docs owner's page groups (unanswered,
+    or marked not useful) embedded in the serving space."""
+    done = question_vectors_fill(limit=QUESTIONS_PER_RUN)
+    return f"{done} questions embedded"

@@ -1,10 +1,12 @@
 """What editors do in the admin: read a page's changes, a source's overview and the
-dashboard; crawl a source; find stripped lines; re-queue what no source covered."""
+dashboard; crawl a source; find stripped lines; read what questions were answered
+from; re-queue what no source covered."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 
+from django.contrib.auth.models import User
 from django.test import override_settings
 from django.urls import reverse
 from django.utils import timezone
@@ -12,9 +14,12 @@ from django.utils import timezone
 from ingest.models import CrawlHost, Delivery, Push
 from ingest.process import delivery_process
 from ingest.queueing import deliveries_bodies_expire
+from retrieval.answer import cited_count
+from retrieval.models import QueryLog
+from retrieval.questions import question_answer
 from sources.models import Source
 from tests.admin_world import ESCAPED, AdminWorld, editor_create
-from tests.world import INSTALL, IngestWorld
+from tests.world import INSTALL, HarborWorld, IngestWorld
 
 
 class PageDiffTests(AdminWorld):
@@ -253,12 +258,39 @@ class QueryLogTests(AdminWorld):
             reverse("admin:retrieval_querylog_change", args=[self.answered.pk])
         )
 
-        assert b"Abstained: no evidence in the index" in listing.content
-        assert b"Answered from 1 chunks" in listing.content
+        assert b"Abstained</span><br>" in listing.content
+        assert b"no evidence in the index" in listing.content
+        assert b'Answered from 1 chunk<br><small class="kb-retrieved">1 retrieved' in (
+            listing.content
+        )
         content = detail.content.decode()
         assert f"Call example.start() [1] {ESCAPED}" in content
         chunk = reverse("admin:retrieval_chunk_change", args=[self.chunk.pk])
         assert f'<a href="{chunk}">#{self.chunk.pk} (0.500)</a>' in content
+
+
+class QueryLogCitedTests(HarborWorld):
+    def test_an_answer_counts_the_chunks_it_cited_not_all_it_retrieved(self):
+        reader = User.objects.create_user("reader")
+        result = question_answer(question="How do I pause a queue?", user=reader, k=5)
+        log = QueryLog.objects.get(pk=result.log_id)
+        assert len(log.chunk_ids) > len(result.citations) >= 1
+        self.client.force_login(editor_create())
+
+        listing = self.client.get(reverse("admin:retrieval_querylog_changelist"))
+
+        assert cited_count(log.answer) == len(result.citations)
+        cited = len(result.citations)
+        expected = (
+            f"Answered from {cited} chunk{'s' if cited > 1 else ''}<br>"
+            f'<small class="kb-retrieved">{len(log.chunk_ids)} retrieved</small>'
+        )
+        assert expected in listing.content.decode()
+
+    def test_markers_in_code_are_not_citations(self):
+        answer = "Use `items[2]` [1].\n\n```py\nx[3]\n```\n\nThen restart [2] [1]."
+
+        assert cited_count(answer) == 2
 
 
 class OutOfScopeTests(IngestWorld):

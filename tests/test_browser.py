@@ -257,6 +257,87 @@ def test_a_question_about_a_product_the_docs_never_name_says_so(browser, live_se
     assert not browser.find_elements(By.CSS_SELECTOR, "ol.citations")
 
 
+# Readers of the Harbor docs asking, in their own words, what the docs never say.
+UNANSWERED = [
+    "How do I restore a backup taken with Barman?",
+    "How do I restore a backup taken with Barman?",
+    "Can Harbor restore Barman backups?",
+    "How to recover the database from a Barman backup",
+    "How do I sign in to Harbor with Okta?",
+]
+
+
+def test_a_docs_owner_sees_alike_unanswered_questions_as_one_group(
+    browser, live_server, settings
+):
+    from selenium.webdriver.common.by import By
+
+    from retrieval.embeddings import get_embedder
+    from retrieval.questions import query_feedback_record, question_answer
+    from retrieval.reembed import index_rebuild
+
+    harbor_load()
+    # The default model, as a docs owner runs it: rewordings are alike in it.
+    settings.EMBEDDING_BACKEND = "local"
+    settings.EMBEDDING_MODEL = "all-MiniLM-L6-v2"
+    settings.EMBEDDING_DIMENSIONS = 384
+    settings.RELEVANCE_FLOOR = None
+    list(index_rebuild(target=get_embedder()))
+    reader = User.objects.create_user("margherita.rossi@example.org")
+    for question in UNANSWERED:
+        assert question_answer(question=question, user=reader, k=5).abstained
+    useless = question_answer(question="How do I pause a queue?", user=reader, k=5)
+    query_feedback_record(log_id=useless.log_id, user=reader, helpful=False)
+    for number in range(30):  # a list as long as a docs owner's
+        question_answer(
+            question=f"How do I retry job number {number} when a worker stops "
+            "halfway through a long import that touches many queues?",
+            user=reader, k=5,
+        )  # fmt: skip
+    editor_create("ed")
+
+    browser.set_window_size(1400, 1000)
+    browser.get(f"{live_server.url}/admin/")
+    browser.find_element(By.NAME, "username").send_keys("ed")
+    browser.find_element(By.NAME, "password").send_keys(PASSWORD)
+    browser.find_element(By.CSS_SELECTOR, "input[type=submit]").click()
+    browser.get(f"{live_server.url}/admin/retrieval/querylog/")
+    results = browser.find_element(By.CSS_SELECTOR, "#changelist-form .results")
+    overflow = browser.execute_script(
+        "return [arguments[0].scrollWidth, arguments[0].clientWidth,"
+        " document.documentElement.scrollWidth, window.innerWidth]",
+        results,
+    )
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    full_page_screenshot(browser, SCREENSHOTS / "query-logs.png")
+    assert overflow[0] <= overflow[1], f"the list is clipped: {overflow}"
+    assert overflow[2] <= overflow[3], f"the page scrolls sideways: {overflow}"
+    assert "Answered from 1 chunk\n5 retrieved" in results.text
+
+    questions = browser.find_element(By.CSS_SELECTOR, "a[href$='/questions/']")
+    questions.click()
+    section = browser.find_element(By.CSS_SELECTOR, "#concern-unanswered + p")
+    first = browser.find_element(By.CSS_SELECTOR, ".kb-groups tbody tr")
+    count = first.find_element(By.CSS_SELECTOR, "td.num").text
+    examples = [
+        li.text for li in first.find_elements(By.CSS_SELECTOR, ".kb-examples li")
+    ]
+    near = first.find_element(By.CSS_SELECTOR, ".kb-near").text
+    path = SCREENSHOTS / "questions.png"
+    full_page_screenshot(browser, path)
+    print(f"screenshot: {path}")
+    assert section.text.startswith("5 asked: 4 different questions in 2 groups")
+    assert count == "4"
+    assert examples[0] == "How do I restore a backup taken with Barman? × 2"
+    assert set(examples[1:]) == {
+        "Can Harbor restore Barman backups?",
+        "How to recover the database from a Barman backup",
+    }
+    assert near.startswith("Backups")
+    not_useful = browser.find_element(By.CSS_SELECTOR, "#concern-not_useful ~ table")
+    assert "How do I pause a queue?" in not_useful.text
+
+
 def spread_over_days(deliveries) -> None:
     """Deliveries made now, moved back over the past days (one day per step of
     five), so that the dashboard shows days rather than one bar."""

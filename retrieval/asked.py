@@ -1,0 +1,250 @@
+"""What readers asked that the index served badly, for the docs owner: questions
+(and searches) it abstained on, and answers their askers marked not useful, over a
+period, grouped by similarity (``retrieval.grouping``), each group with the pages
+nearest to it.
+
+A question is embedded once, in the serving space, after it was answered: by a
+periodic job (``question_vectors_fill``) and, for the few the job has not reached
+yet, by the questions page itself. Answering never waits for it: the log row is
+written after the answer has gone, and only the questions the page groups (a small
+share of the log) are embedded, a few tokens each.
+
+Which questions an editor sees is the query log's rule
+(``QueryLogQuerySet.visible_to``): a question belongs to the sources its asker
+could search and to those of the chunks it retrieved, and is shown only to editors
+who see all of them. The nearest pages are searched among the editor's sources.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.db import models
+from django.db.models import Q, QuerySet
+from django.utils import timezone
+
+from kbsite.text import count_tokens
+from retrieval import sql
+from retrieval.grouping import (
+    GROUP_SIMILARITY,
+    Asked,
+    Group,
+    question_key,
+    similar_groups,
+)
+from retrieval.indexing import usage_record
+from retrieval.models import QueryLog, QueryLogQuerySet, QuestionVector
+from retrieval.searchable import searchable_chunks
+from retrieval.spaces import serving
+from sources.models import Caller, Page
+
+# The periods the page offers, in days; the first page shows DEFAULT_DAYS.
+PERIODS = (7, 30, 90)
+DEFAULT_DAYS = 30
+# Questions embedded per request to the model.
+FILL_BATCH = 64
+# What the page embeds itself of what the job has not reached: a few minutes'
+# questions on a busy site. Past it the page says how many wait for the job.
+FILL_AT_VIEW = 500
+# What a question is embedded from: a longer one is a paste, not a question.
+QUESTION_CHARS = 2000
+# Distinct questions grouped at most, the most asked first: the greedy pass
+# compares each with every group's leader (5,000 all unlike one another took 2.9 s
+# on a loaded 2-core machine, 2,000 0.4 s).
+GROUPED_AT_MOST = 5000
+# Pages shown near a group, and the nearest chunks they are chosen from.
+NEAR_PAGES = 3
+NEAR_CANDIDATES = 30
+
+
+class Concern(models.TextChoices):
+    UNANSWERED = "unanswered", "Unanswered: the index held no evidence"
+    NOT_USEFUL = "not_useful", "Answered, and marked not useful"
+
+    @property
+    def condition(self) -> Q:
+        if self is Concern.UNANSWERED:
+            return Q(abstained=True)
+        return Q(abstained=False, feedback=QueryLog.Feedback.UNHELPFUL)
+
+
+# Every log the page may group: a feedback given after the job ran is caught by
+# its next run.
+GROUPED_LOGS = Concern.UNANSWERED.condition | Concern.NOT_USEFUL.condition
+
+
+@dataclass(frozen=True)
+class NearPage:
+    page_id: int
+    title: str
+    url: str
+    similarity: float  # of its nearest chunk to the group's centroid
+
+
+@dataclass
+class QuestionGroups:
+    concern: Concern
+    groups: list[Group]
+    asked: int  # logs grouped
+    distinct: int  # distinct questions among them
+    left_out: int  # distinct questions past GROUPED_AT_MOST, asked least
+    waiting: int  # logs of the period with no vector yet (the job embeds them)
+    threshold: float = GROUP_SIMILARITY
+
+
+def period_start(days: int, *, now: datetime | None = None) -> datetime:
+    return (now or timezone.now()) - timedelta(days=days)
+
+
+def concern_logs(*, user: Caller, concern: Concern, since: datetime) -> QuerySet:
+    """The logs of ``concern`` since then that ``user`` may see."""
+    logs: QueryLogQuerySet = QueryLog.objects.visible_to(user)
+    return logs.filter(concern.condition, created_at__gte=since)
+
+
+def question_vectors_fill(*, logs: QuerySet | None = None, limit: int) -> int:
+    """Embed, newest first, up to ``limit`` of ``logs`` (by default every log) that
+    the questions page groups and that have no vector in the serving space; each
+    distinct text once. Returns how many logs got one. Runs outside transactions:
+    the model may be an API."""
+    embedder, _ = serving()
+    rows = list(
+        (QueryLog.objects.all() if logs is None else logs)
+        .filter(GROUPED_LOGS)
+        .exclude(vector__space=embedder.space)
+        .order_by("-created_at")
+        .values_list("pk", "text")[:limit]
+    )
+    done = 0
+    for start in range(0, len(rows), FILL_BATCH):
+        batch = rows[start : start + FILL_BATCH]
+        texts = sorted({text[:QUESTION_CHARS] for _, text in batch})
+        vectors = dict(zip(texts, embedder.embed(texts), strict=True))
+        QuestionVector.objects.bulk_create(
+            [
+                QuestionVector(
+                    log_id=pk,
+                    space=embedder.space,
+                    vector=vectors[text[:QUESTION_CHARS]],
+                )
+                for pk, text in batch
+            ],
+            update_conflicts=True,
+            unique_fields=["log"],
+            update_fields=["space", "vector", "created_at"],
+        )
+        usage_record(
+            space=embedder.space,
+            requests=1,
+            inputs=len(texts),
+            tokens=sum(count_tokens(text) for text in texts),
+        )
+        done += len(batch)
+    return done
+
+
+def question_groups(
+    *, user: Caller, concern: Concern, since: datetime, fill: int = FILL_AT_VIEW
+) -> QuestionGroups:
+    """The questions of ``concern`` since then that ``user`` may see, grouped by
+    similarity; first embedding up to ``fill`` of those still without a vector."""
+    logs = concern_logs(user=user, concern=concern, since=since)
+    if fill:
+        question_vectors_fill(logs=logs, limit=fill)
+    space = serving()[0].space
+    distinct: dict[str, Asked] = {}
+    asked = 0
+    rows = (
+        logs.filter(vector__space=space)
+        .order_by("-created_at", "-pk")
+        .values_list("pk", "text", "created_at", "vector__vector")
+    )
+    for pk, text, created_at, vector in rows.iterator(chunk_size=2000):
+        asked += 1
+        key = question_key(text)
+        if key in distinct:
+            distinct[key].count += 1
+        else:  # the newest asking: its spelling and its log stand for the rest
+            distinct[key] = Asked(text, 1, created_at, vector, ref=pk)
+    questions = sorted(
+        distinct.values(), key=lambda q: (-q.count, -q.latest.timestamp())
+    )
+    return QuestionGroups(
+        concern=concern,
+        groups=similar_groups(questions[:GROUPED_AT_MOST]),
+        asked=asked,
+        distinct=len(questions),
+        left_out=max(0, len(questions) - GROUPED_AT_MOST),
+        waiting=logs.exclude(vector__space=space).count(),
+    )
+
+
+def pages_near(
+    *, group: Group, user: Caller, limit: int = NEAR_PAGES
+) -> list[NearPage]:
+    """The live pages ``user`` may see whose chunks are nearest the group's
+    centroid, nearest first, with that similarity: what the index holds closest
+    to what was asked (a low similarity: nothing covers it)."""
+    embedder, _ = serving()
+    rows = sql.vector_candidates(
+        embedder.space,
+        embedder.dimensions,
+        group.centroid(),
+        limit=NEAR_CANDIDATES,
+        searchable=searchable_chunks(user),
+        terms=(),
+    )
+    best: dict[int, float] = {}
+    for row in rows:
+        best[row.page_id] = max(row.similarity, best.get(row.page_id, -1.0))
+    chosen = sorted(best, key=lambda pk: (-best[pk], pk))[:limit]
+    pages = Page.objects.only("title", "url").in_bulk(chosen)
+    return [
+        NearPage(pk, pages[pk].title, pages[pk].url, best[pk])
+        for pk in chosen
+        if pk in pages
+    ]
+
+
+# -- the export ----------------------------------------------------------------------
+
+CSV_HEADER = [
+    "concern", "group", "times asked in group", "group last asked",
+    "group's leading question", "question", "times asked", "last asked",
+    "similarity to leading question", "nearest pages",
+]  # fmt: skip
+
+
+def csv_rows(*, user: Caller, since: datetime) -> Iterator[list[str]]:
+    """The export's rows, header first: one per distinct question, group by group,
+    unanswered first. A group's nearest pages are searched as its rows are
+    written, so that a long export starts at once."""
+    yield CSV_HEADER
+    for concern in Concern:
+        found = question_groups(user=user, concern=concern, since=since)
+        for number, group in enumerate(found.groups, start=1):
+            near = "; ".join(
+                f"{page.url} ({page.similarity:.2f})"
+                for page in pages_near(group=group, user=user)
+            )
+            for question in group.questions:
+                yield [
+                    concern.value, str(number), str(group.count),
+                    _when(group.latest), _cell(group.leader.text),
+                    _cell(question.text), str(question.count),
+                    _when(question.latest), f"{question.similarity:.2f}", near,
+                ]  # fmt: skip
+
+
+def _when(moment: datetime) -> str:
+    return timezone.localtime(moment).isoformat(timespec="minutes")
+
+
+def _cell(text: str) -> str:
+    """A reader's words as a spreadsheet shows them, never as a formula: a cell
+    starting with = + - @ (or a tab or carriage return) is run by Excel and
+    LibreOffice, so it gets a leading apostrophe (OWASP's advice on CSV
+    injection)."""
+    return f"'{text}" if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
