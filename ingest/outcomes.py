@@ -25,6 +25,7 @@ from ingest.pipeline import (
 from ingest.rederive import page_reread
 from kbsite.textdiff import change_measure
 from retrieval.indexing import page_chunks_replace
+from retrieval.rechecks import answers_stale_link
 from sources.models import Page, PageVersion
 from sources.services import page_shapes_record
 
@@ -108,6 +109,7 @@ def apply_content(
             sections=change.sections,
             chunks_embedded=report.embedded,
         )
+        answers_stale_link(page_id=locked.pk, change=delivery.version)
         _redirect(pushed, locked, delivery)
         note = f"{report.embedded} new chunk texts, {report.reused} reused"
         if kept_out:
@@ -219,6 +221,7 @@ def _page_unindex(
     delivery.version = PageVersion.objects.create(
         page=page, source_id=page.source_id, kind=kind, **version
     )
+    answers_stale_link(page_id=page.pk, change=delivery.version)
 
 
 def _validators_keep(delivery: Delivery, page: Page) -> None:
@@ -253,14 +256,16 @@ def _redirect(pushed: Page | None, page: Page, delivery: Delivery) -> None:
     if pushed is None or pushed.pk == page.pk:
         return
     locked = page_lock(pushed)
-    if locked.redirect_to_id != page.pk or locked.status != Page.Status.REDIRECTED:
-        PageVersion.objects.create(
+    moving = locked.redirect_to_id != page.pk or locked.status != Page.Status.REDIRECTED
+    page_chunks_replace(page=locked, drafts=[])
+    if moving:
+        moved = PageVersion.objects.create(
             page=locked,
             source_id=locked.source_id,
             kind=PageVersion.Kind.MOVED,
             recorded_at=delivery.received_at,
         )
-    page_chunks_replace(page=locked, drafts=[])
+        answers_stale_link(page_id=locked.pk, change=moved)
     locked.mark_redirected(
         to=page, at=delivery.received_at, crawled_at=delivery.crawled_at
     )

@@ -295,6 +295,10 @@ SEARCH_CHUNKS_PER_PAGE = env_int("SEARCH_CHUNKS_PER_PAGE", 2, minimum=1)
 # pgvector's hnsw.ef_search for every search (see retrieval.search): recall against
 # latency; raise it for indexes of a million vectors or more.
 SEARCH_HNSW_EF = env_int("SEARCH_HNSW_EF", 200, minimum=10, maximum=1000)
+# Stale answers asked again in an hour, at most (retrieval.rechecks); 0: never.
+ANSWER_RECHECKS_PER_HOUR = env_int(
+    "ANSWER_RECHECKS_PER_HOUR", 120, minimum=0, maximum=100_000
+)
 OPENAI_BASE_URL = env_str("OPENAI_BASE_URL")
 OPENAI_MAX_RETRIES = env_int("OPENAI_MAX_RETRIES", 5)
 OPENAI_TIMEOUT = env_int("OPENAI_TIMEOUT", 60, minimum=1)

@@ -6,11 +6,12 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from ingest.dashboard import dashboard
 from kbsite.views import healthz
-from retrieval.views import ask, ask_feedback
+from retrieval.views import answer_page, ask, ask_feedback
 
 urlpatterns = [
     path("", ask, name="ask"),
     path("feedback/", ask_feedback, name="ask-feedback"),
+    path("answers/<int:log_id>/", answer_page, name="answer"),
     path("accounts/login/", LoginView.as_view(), name="login"),
     path("accounts/logout/", LogoutView.as_view(), name="logout"),
     path("admin/dashboard/", admin.site.admin_view(dashboard), name="admin-dashboard"),

@@ -17,6 +17,8 @@ SCHEDULES = {
         "retrieval.tasks.question_vectors_fill_task",
         10,
     ),
+    # Answers whose quoted text changed, asked again (within their hourly budget).
+    "retrieval: recheck stale answers": ("retrieval.tasks.answers_recheck_task", 10),
 }
 
 

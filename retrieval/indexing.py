@@ -16,6 +16,7 @@ from retrieval import sql
 from retrieval.chunking import ChunkDraft, embed_texts
 from retrieval.embedder import Embedder
 from retrieval.models import Chunk, Embedding
+from retrieval.rechecks import answers_mark_stale
 from retrieval.spaces import ingest_embedders
 from retrieval.windows import text_windows
 from sources.models import Page
@@ -126,11 +127,13 @@ def usage_record(*, space: str, requests: int, inputs: int, tokens: int) -> None
     )
 
 
-def page_chunks_replace(*, page: Page, drafts: list[ChunkDraft]) -> None:
+def page_chunks_replace(*, page: Page, drafts: list[ChunkDraft]) -> set[str]:
     """Swap the page's chunks for these. Call inside the transaction that records the
-    new version, so readers see the old set or the new one, never a mix."""
+    new version, so readers see the old set or the new one, never a mix. Returns
+    the text hashes the page held and holds no more."""
     if drafts:
         _vectors_hold(drafts)
+    old = set(page.chunks.values_list("embed_hash", flat=True))
     page.chunks.all().delete()
     Chunk.objects.bulk_create(
         Chunk(
@@ -144,6 +147,9 @@ def page_chunks_replace(*, page: Page, drafts: list[ChunkDraft]) -> None:
         )
         for draft in drafts
     )
+    removed = old - {draft.embed_hash for draft in drafts}
+    answers_mark_stale(page_id=page.pk, removed=removed)
+    return removed
 
 
 def _vectors_hold(drafts: list[ChunkDraft]) -> None:

@@ -239,6 +239,11 @@ class QueryLog(models.Model):
         HELPFUL = 1, "Helpful"
         UNHELPFUL = -1, "Not helpful"
 
+    class Status(models.TextChoices):
+        CURRENT = "current", "Current"
+        STALE = "stale", "Stale: text it quoted changed"
+        SUPERSEDED = "superseded", "Superseded by a newer answer"
+
     kind = models.CharField(max_length=10, choices=Kind.choices)
     text = models.TextField()
     user = models.ForeignKey(
@@ -259,12 +264,69 @@ class QueryLog(models.Model):
         help_text="What the asker said of the answer on the Ask page.",
     )
     feedback_at = models.DateTimeField(null=True, blank=True)
+    # What an answer quoted: the text hashes of the chunks its cited passages were
+    # made of, and their pages. A recrawl that takes one of them away makes the
+    # answer stale (``retrieval.rechecks``).
+    cited_hashes = ArrayField(
+        models.CharField(max_length=64),
+        default=list,
+        db_default=Value([], output_field=ArrayField(models.CharField(max_length=64))),
+        blank=True,
+    )
+    cited_pages = ArrayField(
+        models.BigIntegerField(),
+        default=list,
+        db_default=Value([], output_field=ArrayField(models.BigIntegerField())),
+        blank=True,
+    )
+    status = models.CharField(
+        max_length=12,
+        choices=Status.choices,
+        default=Status.CURRENT,
+        db_default=Status.CURRENT,
+    )
+    stale_at = models.DateTimeField(null=True, blank=True)
+    stale_change = models.ForeignKey(
+        "sources.PageVersion",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="answers_affected",
+        help_text="The change that took away text the answer quoted.",
+    )
+    rechecked_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the question was last asked again."
+    )
+    recheck_of = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="rechecks",
+        help_text="The answer this one was asked again for.",
+    )
+    superseded_by = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="The answer given when the question was asked again.",
+    )
 
     objects = QueryLogQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created_at"]
-        indexes = [models.Index(fields=["-created_at"], name="querylog_created_idx")]
+        indexes = [
+            models.Index(fields=["-created_at"], name="querylog_created_idx"),
+            GinIndex(fields=["cited_hashes"], name="querylog_cited_idx"),
+            models.Index(
+                fields=["status"],
+                name="querylog_stale_idx",
+                condition=Q(status="stale"),
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.text[:80]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import operator
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from functools import reduce
 
@@ -61,12 +61,24 @@ class Citation:
 
 
 @dataclass(frozen=True)
+class Quoted:
+    """What an answer was made of: the text hashes of the chunks of its cited
+    passages (a passage may hold the next chunk of its section too), and their
+    pages, in order."""
+
+    hashes: tuple[str, ...] = ()
+    pages: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
 class QueryResult:
     answer: str  # Markdown
     abstained: bool
     citations: list[Citation]
     chunk_ids: list[int]
     log_id: int | None = None  # the question's QueryLog row, for feedback
+    quoted: Quoted = Quoted()
+    scores: list[float] = field(default_factory=list)
 
 
 def search_run(
@@ -120,6 +132,7 @@ def question_answer(
         passages=passages,
         unknown=evidence.unknown if evidence.off_subject else (),
     )
+    quoted = _quoted_chunks([citations[n - 1].chunk for n in answer.cited], following)
     logged = (
         beside(
             _log,
@@ -129,6 +142,7 @@ def question_answer(
             result,
             _since(started),
             answer.text,
+            quoted,
         )
         if log
         else None
@@ -144,7 +158,24 @@ def question_answer(
         citations=cited,
         chunk_ids=result.chunk_ids,
         log_id=log_id,
+        quoted=quoted,
+        scores=[round(h.score, 6) for h in result.hits],
     )
+
+
+def _quoted_chunks(
+    chunks: list[Chunk], following: dict[tuple[int, int], Chunk]
+) -> Quoted:
+    hashes: list[str] = []
+    pages: list[int] = []
+    for chunk in chunks:
+        after = following.get((chunk.page_id, chunk.position + 1))
+        hashes.append(chunk.embed_hash)
+        if after is not None and after.heading == chunk.heading:
+            hashes.append(after.embed_hash)
+        if chunk.page_id not in pages:
+            pages.append(chunk.page_id)
+    return Quoted(hashes=tuple(dict.fromkeys(hashes)), pages=tuple(pages))
 
 
 def _quoted(answer: Answer, number: int, passages: list[Passage], question: str):
@@ -175,7 +206,9 @@ def _following_chunks(chunks: list[Chunk]) -> dict[tuple[int, int], Chunk]:
         operator.or_,
         (Q(page_id=c.page_id, position=c.position + 1) for c in chunks),
     )
-    rows = Chunk.objects.filter(wanted).only("page_id", "position", "text", "heading")
+    rows = Chunk.objects.filter(wanted).only(
+        "page_id", "position", "text", "heading", "embed_hash"
+    )
     return {(row.page_id, row.position): row for row in rows}
 
 
@@ -201,6 +234,8 @@ def _log(
     result: SearchResult,
     latency_ms: int,
     answer: str = "",
+    cited: Quoted | None = None,
+    recheck_of: int | None = None,
 ) -> int:
     """The question's log row. Its commit does not wait for the WAL to reach the
     disk: a crash of the server may lose the last fraction of a second of the log,
@@ -219,6 +254,9 @@ def _log(
         abstained=result.abstained,
         latency_ms=latency_ms,
         created_at=timezone.now(),
+        cited_hashes=list(cited.hashes) if cited else [],
+        cited_pages=list(cited.pages) if cited else [],
+        recheck_of=recheck_of,
     )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from retrieval.asked import question_vectors_fill
 from retrieval.indexing import embeddings_prune
+from retrieval.rechecks import answers_recheck
 from retrieval.statistics import index_statistics_refresh
 
 
@@ -26,3 +27,12 @@ def question_vectors_fill_task() -> str:
     or marked not useful) embedded in the serving space."""
     done = question_vectors_fill(limit=QUESTIONS_PER_RUN)
     return f"{done} questions embedded"
+
+
+def answers_recheck_task() -> str:
+    """Every ten minutes: stale answers asked again, within the hour's budget."""
+    done = answers_recheck()
+    return (
+        f"{done.asked} asked again: {done.held} still hold, {done.changed} changed; "
+        f"{done.left} stale left"
+    )

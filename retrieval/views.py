@@ -1,9 +1,11 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import cast
 
 from django import forms
+from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import redirect_to_login
 from django.http import (
     HttpRequest,
@@ -17,6 +19,7 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 from drf_spectacular.utils import extend_schema
+from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -30,6 +33,7 @@ from retrieval.questions import (
     search_run,
     sources_for,
 )
+from retrieval.rechecks import answer_for, answer_report
 from retrieval.searchable import SearchFilters
 from retrieval.serializers import (
     QueryRequestSerializer,
@@ -37,6 +41,7 @@ from retrieval.serializers import (
     SearchRequestSerializer,
     SearchResponseSerializer,
 )
+from sources.models import PageVersion
 
 ERRORS = {400: dict, 401: dict, 429: dict}
 
@@ -198,3 +203,39 @@ def ask_feedback(request: HttpRequest) -> HttpResponse:
     ):
         target = reverse("ask")
     return HttpResponseRedirect(target)
+
+
+def _diff_url(request: HttpRequest) -> Callable[[PageVersion], str]:
+    def url(change: PageVersion) -> str:
+        path = reverse("admin:sources_page_diff", args=[change.page_id])
+        return request.build_absolute_uri(f"{path}?b={change.pk}")
+
+    return url
+
+
+class AnswerView(APIView):
+    """A logged answer read again by its asker: whether it still holds, the change
+    that made it stale, and the answers the question got since."""
+
+    permission_classes = [IsAuthenticated]
+    throttle_classes = [SharedRateThrottle]
+    throttle_scope = "search"
+
+    @extend_schema(responses={200: dict, 401: dict, 404: dict})
+    def get(self, request, log_id: int):
+        log = answer_for(request.user, log_id)
+        if log is None:
+            missing = {"error": "not_found", "detail": "No such answer of yours."}
+            return Response(missing, status=404)
+        return Response(answer_report(log, _diff_url(request)))
+
+
+@login_required
+@require_GET
+def answer_page(request: HttpRequest, log_id: int) -> HttpResponse:
+    """An answer given before, as it was, with what became of it."""
+    log = answer_for(request.user, log_id)
+    if log is None:
+        return HttpResponseNotFound(render(request, "404.html").content)
+    report = answer_report(log, _diff_url(request))
+    return render(request, "retrieval/answer.html", {"log": log, "report": report})

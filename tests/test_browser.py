@@ -338,6 +338,40 @@ def test_a_docs_owner_sees_alike_unanswered_questions_as_one_group(
     assert "How do I pause a queue?" in not_useful.text
 
 
+def test_an_answer_kept_says_when_its_source_changed_it(browser, live_server):
+    from selenium.webdriver.common.by import By
+
+    from retrieval.rechecks import answers_recheck
+
+    harbor_load()
+    User.objects.create_user("reader", password="a long password 1")
+    browser.get(f"{live_server.url}/")
+    browser.find_element(By.NAME, "username").send_keys("reader")
+    browser.find_element(By.NAME, "password").send_keys("a long password 1")
+    browser.find_element(By.CSS_SELECTOR, "main form button[type=submit]").click()
+    browser.find_element(By.NAME, "q").send_keys("How do I pause a queue?")
+    browser.find_element(By.CSS_SELECTOR, "form.ask button").click()
+    browser.find_element(By.ID, "permalink").click()
+    kept = browser.current_url
+    queues = (FIXTURES / "corpus" / "queues.md").read_text()
+    ingest_markdown(
+        harbor_url("queues"),
+        queues.replace("stops workers from taking new jobs",
+                       "stops workers from taking any new job"),
+    )  # fmt: skip
+    answers_recheck()
+
+    browser.get(kept)
+    status = browser.find_element(By.ID, "status").text
+    current = browser.find_element(By.ID, "current").text
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    full_page_screenshot(browser, SCREENSHOTS / "answer-changed.png")
+    assert status.startswith("This answer changed on")
+    assert "1 line changed in Queues" in status
+    assert "any new job" in current
+    assert "any new job" not in browser.find_element(By.ID, "answer").text
+
+
 def spread_over_days(deliveries) -> None:
     """Deliveries made now, moved back over the past days (one day per step of
     five), so that the dashboard shows days rather than one bar."""

@@ -1,0 +1,238 @@
+"""Answers checked again when what they quoted changes.
+
+A logged answer keeps the text hashes of the chunks its cited passages were made of
+(``QueryLog.cited_hashes``) and their pages. When a page's chunks are replaced and
+one of those texts is gone (edited, or the page gone, moved or kept out), every
+current answer that quoted it becomes *stale*, with the change that did it. A
+periodic job asks stale questions again, as their asker (an anonymous asker's as
+an anonymous reader, never as the system, which sees every source): the same
+citations and the same answer make the answer current again ("still holds,
+re-verified at …"); otherwise the new answer is logged as a recheck of the old,
+which is *superseded* by it.
+
+Re-asking costs an embedding and a search each, so it is bounded: at most
+``ANSWER_RECHECKS_PER_HOUR`` an hour, the most asked questions first, then the
+most recent.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.contrib.auth.models import AnonymousUser
+from django.db.models import (
+    Count,
+    DateTimeField,
+    Func,
+    IntegerField,
+    OuterRef,
+    Subquery,
+)
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+
+from retrieval import sql
+from retrieval.models import QueryLog
+from sources.models import Caller, PageVersion
+
+logger = logging.getLogger(__name__)
+
+
+class TransactionNow(Func):
+    """When the transaction began: the same in every statement of it (Django's
+    ``Now`` is the statement's time on PostgreSQL)."""
+
+    template = "CURRENT_TIMESTAMP"
+    output_field = DateTimeField()
+
+
+HOUR = timedelta(hours=1)
+# Passages for a question whose first answer retrieved none (the API's default).
+DEFAULT_K = 5
+Status = QueryLog.Status
+
+
+def answers_mark_stale(*, page_id: int, removed: set[str]) -> int:
+    """Current answers that quoted one of the ``removed`` texts of the page become
+    stale, at the time the transaction began; returns how many."""
+    if not removed:
+        return 0
+    return QueryLog.objects.filter(
+        kind=QueryLog.Kind.QUERY,
+        status=Status.CURRENT,
+        cited_hashes__overlap=sorted(removed),
+        cited_pages__contains=[page_id],
+    ).update(status=Status.STALE, stale_at=TransactionNow(), stale_change=None)
+
+
+def answers_stale_link(*, page_id: int, change: PageVersion) -> None:
+    """The change recorded for the page in this transaction is what made its answers
+    stale in it (the same ``now()``: the time the transaction began)."""
+    QueryLog.objects.filter(
+        status=Status.STALE,
+        stale_change=None,
+        stale_at=TransactionNow(),
+        cited_pages__contains=[page_id],
+    ).update(stale_change=change)
+
+
+@dataclass
+class Rechecked:
+    asked: int = 0
+    held: int = 0  # same citations, same answer
+    changed: int = 0  # a new answer supersedes the old
+    seconds: float = 0.0
+    left: int = 0  # stale answers still waiting
+
+
+def answers_recheck(*, budget: int | None = None) -> Rechecked:
+    """Ask stale questions again, within this hour's budget."""
+    started = time.perf_counter()
+    per_hour = settings.ANSWER_RECHECKS_PER_HOUR if budget is None else budget
+    now = timezone.now()
+    spent = QueryLog.objects.filter(rechecked_at__gte=now - HOUR).count()
+    done = Rechecked()
+    for log in _stale_first(max(0, per_hour - spent)):
+        done.asked += 1
+        if _recheck(log, now):
+            done.changed += 1
+        else:
+            done.held += 1
+    done.left = QueryLog.objects.filter(status=Status.STALE).count()
+    done.seconds = time.perf_counter() - started
+    if done.asked:
+        logger.info(
+            "answers rechecked: %d asked, %d still hold, %d changed, %d left (%.1f s)",
+            done.asked, done.held, done.changed, done.left, done.seconds,
+        )  # fmt: skip
+    return done
+
+
+def _stale_first(count: int) -> list[QueryLog]:
+    """Up to ``count`` stale answers, the most asked question first (asked by
+    anyone, in any words' case), then the most recent."""
+    if count <= 0:
+        return []
+    asked = (
+        QueryLog.objects.filter(kind=QueryLog.Kind.QUERY, text__iexact=OuterRef("text"))
+        .order_by()
+        .values("kind")
+        .annotate(n=Count("pk"))
+        .values("n")
+    )
+    stale = QueryLog.objects.filter(status=Status.STALE).annotate(
+        asked=Coalesce(Subquery(asked, output_field=IntegerField()), 1)
+    )
+    return list(stale.select_related("user").order_by("-asked", "-created_at")[:count])
+
+
+def _recheck(log: QueryLog, now: datetime) -> bool:
+    """Ask the question again as its asker; True when the answer changed."""
+    from retrieval.questions import question_answer  # it imports this module's app
+
+    user = log.user if log.user is not None and log.user.is_active else AnonymousUser()
+    started = time.perf_counter()
+    result = question_answer(question=log.text, user=user, k=_k(log), log=False)
+    same = (
+        list(result.quoted.hashes) == list(log.cited_hashes)
+        and result.answer == log.answer
+    )
+    if same:
+        QueryLog.objects.filter(pk=log.pk).update(
+            status=Status.CURRENT, rechecked_at=now
+        )
+        return False
+    new_id = sql.query_log_insert(
+        kind=QueryLog.Kind.QUERY,
+        text=log.text,
+        answer=result.answer,
+        user=log.user_id,
+        chunk_ids=result.chunk_ids,
+        scores=result.scores,
+        abstained=result.abstained,
+        latency_ms=round((time.perf_counter() - started) * 1000),
+        created_at=now,
+        cited_hashes=list(result.quoted.hashes),
+        cited_pages=list(result.quoted.pages),
+        recheck_of=log.pk,
+    )
+    QueryLog.objects.filter(pk=log.pk).update(
+        status=Status.SUPERSEDED, superseded_by=new_id, rechecked_at=now
+    )
+    return True
+
+
+def _k(log: QueryLog) -> int:
+    """As many passages as the first answer was given (its retrieved chunks)."""
+    return max(1, min(20, len(log.chunk_ids) or DEFAULT_K))
+
+
+def answer_history(log: QueryLog) -> list[QueryLog]:
+    """The answer and those that superseded it, oldest first (back to the first
+    answer the question got, then on to the current one)."""
+    first = log
+    seen = {log.pk}
+    while first.recheck_of_id is not None and first.recheck_of_id not in seen:
+        seen.add(first.recheck_of_id)
+        first = QueryLog.objects.get(pk=first.recheck_of_id)
+    chain = [first]
+    while chain[-1].superseded_by_id is not None and len(chain) < 50:
+        following = QueryLog.objects.filter(pk=chain[-1].superseded_by_id).first()
+        if following is None or following.pk in {c.pk for c in chain}:
+            break
+        chain.append(following)
+    return chain
+
+
+def answer_for(user: Caller, log_id: int) -> QueryLog | None:
+    """A logged answer its asker may read again (and a superuser); an anonymous
+    asker's cannot be told from another's, so it is nobody's."""
+    if user is None or not user.is_authenticated:
+        return None
+    answers = QueryLog.objects.filter(kind=QueryLog.Kind.QUERY).select_related(
+        "stale_change__page"
+    )
+    if not getattr(user, "is_superuser", False):
+        answers = answers.filter(user_id=user.pk)
+    return answers.filter(pk=log_id).first()
+
+
+def answer_report(log: QueryLog, diff_url: Callable[[PageVersion], str]) -> dict:
+    """What became of an answer: its status, the change that made it stale, and
+    every answer the question got since, oldest first."""
+    history = answer_history(log)
+    current = history[-1]
+    change = log.stale_change or next(
+        (a.stale_change for a in reversed(history) if a.stale_change_id), None
+    )
+    return {
+        "id": log.pk,
+        "question": log.text,
+        "answer": log.answer,
+        "abstained": log.abstained,
+        "asked_at": log.created_at,
+        "status": log.status,
+        "stale_at": log.stale_at,
+        "rechecked_at": log.rechecked_at,
+        "superseded_by": log.superseded_by_id,
+        "change": None if change is None else {
+            "kind": change.kind,
+            "summary": change.summary,
+            "title": change.page.title,
+            "page_url": change.page.url,
+            "changed_at": change.recorded_at,
+            "diff_url": diff_url(change),
+        },
+        "current": {"id": current.pk, "answer": current.answer,
+                    "asked_at": current.created_at},
+        "history": [
+            {"id": a.pk, "answer": a.answer, "status": a.status,
+             "asked_at": a.created_at, "rechecked_at": a.rechecked_at}
+            for a in history
+        ],
+    }  # fmt: skip

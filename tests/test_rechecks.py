@@ -1,0 +1,202 @@
+"""Answers checked again: an answer remembers what it quoted, goes stale when a
+recrawl takes that text away, and is asked again within a budget, as its asker."""
+
+from __future__ import annotations
+
+from django.contrib.auth.models import Group, User
+from django.test import override_settings
+
+from retrieval.models import QueryLog
+from retrieval.questions import question_answer
+from retrieval.rechecks import answer_history, answers_recheck
+from sources.models import PageVersion, Source
+from tests.world import FIXTURES, HarborWorld, harbor_url
+
+QUEUES = (FIXTURES / "corpus" / "queues.md").read_text()
+QUESTION = "How do I pause a queue?"
+
+
+class RecheckWorld(HarborWorld):
+    @classmethod
+    def setUpTestData(cls):
+        super().setUpTestData()
+        cls.reader = User.objects.create_user("reader", password="a long password 1")
+
+    def ask(self, question: str = QUESTION, user=None) -> QueryLog:
+        result = question_answer(question=question, user=user or self.reader, k=5)
+        return QueryLog.objects.get(pk=result.log_id)
+
+    def edit_queues(self, old: str, new: str) -> PageVersion:
+        self.ingest(
+            harbor_url("queues"),
+            QUEUES.replace(old, new),
+            content_type="text/markdown",
+        )
+        return PageVersion.objects.filter(page__url=harbor_url("queues")).latest(
+            "recorded_at"
+        )
+
+
+class RecheckTests(RecheckWorld):
+    def test_an_answer_remembers_the_texts_it_quoted(self):
+        log = self.ask()
+
+        page = self.harbor.pages.get(url=harbor_url("queues"))
+        quoted = set(page.chunks.values_list("embed_hash", flat=True))
+        assert log.status == QueryLog.Status.CURRENT
+        assert log.cited_pages[0] == page.pk
+        assert set(log.cited_hashes) & quoted
+
+    def test_an_edit_of_the_quoted_section_makes_it_stale_with_the_change(self):
+        log = self.ask()
+
+        change = self.edit_queues("Jobs\nalready running finish normally.",
+                                  "Jobs already running are stopped.")  # fmt: skip
+
+        log.refresh_from_db()
+        assert change.kind == PageVersion.Kind.CHANGED
+        assert log.status == QueryLog.Status.STALE
+        assert log.stale_change == change and log.stale_at is not None
+
+    def test_an_edit_elsewhere_leaves_it_current(self):
+        log = self.ask()
+        other = self.ask("What priority can a queue have?")
+
+        self.edit_queues("from 1 to 10", "from 1 to 20")
+
+        log.refresh_from_db()
+        other.refresh_from_db()
+        assert log.status == QueryLog.Status.CURRENT
+        assert other.status == QueryLog.Status.STALE
+
+    def test_a_gone_page_makes_its_answers_stale(self):
+        log = self.ask()
+
+        self.ingest(harbor_url("queues"), "gone", original_status=404)
+
+        log.refresh_from_db()
+        assert log.status == QueryLog.Status.STALE
+        assert log.stale_change.kind == PageVersion.Kind.DELETED
+
+    def test_asked_again_a_changed_answer_supersedes_the_old_one(self):
+        log = self.ask()
+        self.edit_queues("stops workers from taking new jobs",
+                         "stops workers from taking any new job")  # fmt: skip
+
+        done = answers_recheck()
+
+        log.refresh_from_db()
+        new = log.superseded_by
+        assert (done.asked, done.changed, done.held, done.left) == (1, 1, 0, 0)
+        assert log.status == QueryLog.Status.SUPERSEDED and log.rechecked_at
+        assert new.status == QueryLog.Status.CURRENT and new.recheck_of == log
+        assert "any new job" in new.answer and "any new job" not in log.answer
+        assert new.user == self.reader and new.text == log.text
+        assert [a.pk for a in answer_history(log)] == [log.pk, new.pk]
+        assert [a.pk for a in answer_history(new)] == [log.pk, new.pk]
+
+    def test_asked_again_the_same_answer_still_holds(self):
+        log = self.ask()
+        QueryLog.objects.filter(pk=log.pk).update(status=QueryLog.Status.STALE)
+
+        done = answers_recheck()
+
+        log.refresh_from_db()
+        assert (done.asked, done.held, done.changed) == (1, 1, 0)
+        assert log.status == QueryLog.Status.CURRENT and log.rechecked_at
+        assert log.superseded_by is None
+        assert QueryLog.objects.count() == 1, "no second answer is logged"
+
+    def test_the_budget_takes_the_most_asked_question_first(self):
+        rare = self.ask("What priority can a queue have?")
+        asked = [self.ask(), self.ask(), self.ask()]
+        QueryLog.objects.update(status=QueryLog.Status.STALE)
+
+        with override_settings(ANSWER_RECHECKS_PER_HOUR=1):
+            first = answers_recheck()
+            second = answers_recheck()  # the hour's one is spent
+
+        assert (first.asked, first.left) == (1, 3) and second.asked == 0
+        checked = QueryLog.objects.filter(rechecked_at__isnull=False).get()
+        assert checked.pk == asked[-1].pk, "the most asked, then the most recent"
+        rare.refresh_from_db()
+        assert rare.status == QueryLog.Status.STALE
+
+    def test_a_question_is_asked_again_as_its_asker_never_as_the_system(self):
+        ops = Group.objects.create(name="operations")
+        runbooks = Source.objects.create(
+            name="Runbooks", seed_urls="https://runbooks.example/"
+        )
+        runbooks.allowed_groups.add(ops)
+        anonymous = self.ask(user=self.reader)
+        QueryLog.objects.filter(pk=anonymous.pk).update(user=None)
+        self.ingest(
+            "https://runbooks.example/pause/",
+            "# Pausing\n\nTo pause a queue in production, page the on-call "
+            "operator first, then run harbor queue pause NAME.\n",
+            content_type="text/markdown",
+        )
+        self.edit_queues("stops workers from taking new jobs",
+                         "stops workers from taking any new job")  # fmt: skip
+
+        answers_recheck()
+
+        anonymous.refresh_from_db()
+        new = anonymous.superseded_by
+        assert new is not None and new.user is None
+        assert "on-call" not in new.answer
+        cited = set(new.cited_pages)
+        assert not cited & set(runbooks.pages.values_list("pk", flat=True))
+
+
+class AnswerReadAgainTests(RecheckWorld):
+    """The asker reads an answer again, over the API and on its page."""
+
+    def test_the_api_gives_the_status_the_change_and_the_history(self):
+        log = self.ask()
+        change = self.edit_queues("stops workers from taking new jobs",
+                                  "stops workers from taking any new job")  # fmt: skip
+        stale = self.api(log.pk)
+        answers_recheck()
+        superseded = self.api(log.pk)
+
+        assert stale.status_code == 200
+        assert stale.json()["status"] == "stale"
+        assert stale.json()["change"]["summary"] == change.summary
+        assert stale.json()["change"]["diff_url"].endswith(f"/diff/?b={change.pk}")
+        body = superseded.json()
+        assert body["status"] == "superseded" and body["superseded_by"]
+        assert body["current"]["id"] == body["superseded_by"]
+        assert "any new job" in body["current"]["answer"]
+        assert [h["status"] for h in body["history"]] == ["superseded", "current"]
+
+    def test_only_its_asker_reads_it(self):
+        log = self.ask()
+        other = User.objects.create_user("other", password="a long password 2")
+
+        assert self.api(log.pk, other).status_code == 404
+        assert self.api(999_999).status_code == 404
+        self.client.logout()
+        assert self.client.get(f"/api/answers/{log.pk}/").status_code == 401
+        self.client.force_login(other)
+        assert self.client.get(f"/answers/{log.pk}/").status_code == 404
+
+    def test_the_page_says_the_answer_changed_with_the_new_one(self):
+        log = self.ask()
+        self.client.force_login(self.reader)
+        assert b"Still holds" not in self.client.get(f"/answers/{log.pk}/").content
+        self.edit_queues("stops workers from taking new jobs",
+                         "stops workers from taking any new job")  # fmt: skip
+        stale = self.client.get(f"/answers/{log.pk}/")
+        answers_recheck()
+
+        page = self.client.get(f"/answers/{log.pk}/")
+
+        assert b"it will be asked again shortly" in stale.content
+        assert b"This answer changed on" in page.content
+        assert b"1 line changed in Queues" in page.content
+        assert page.content.count(b"any new job") == 1, "the new answer, once"
+
+    def api(self, log_id: int, user=None):
+        self.client.force_login(user or self.reader)
+        return self.client.get(f"/api/answers/{log_id}/")
