@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from io import StringIO
 
 import pytest
@@ -426,6 +426,28 @@ def test_a_missing_sitemap_is_reported_and_the_seeds_still_go(
         f"{mapped_site.url('/sitemap.xml')}: HTTP 404"
     )
     assert plan.queued == 0
+
+
+@pytest.mark.django_db
+def test_a_known_page_the_sitemap_dates_after_its_last_check_is_due_for_a_push(
+    mapped_site, mapped_source, crawlbase
+):
+    # /docs/a/ was checked before the sitemap's date (2026-11-01), /docs/b/ after.
+    checked = {"/docs/a/": datetime(2026, 10, 1, tzinfo=UTC),
+               "/docs/b/": datetime(2026, 11, 20, tzinfo=UTC)}  # fmt: skip
+    for path, at in checked.items():
+        Page.objects.create(
+            source=mapped_source, url=mapped_site.url(path), status=Page.Status.LIVE,
+            last_verified_at=at, next_crawl_at=timezone.now() + timedelta(days=5),
+        )  # fmt: skip
+
+    source_sitemaps_push(source=mapped_source)
+
+    due = Page.objects.due(now=timezone.now()).filter(last_verified_at__isnull=False)
+    assert list(due.values_list("url", flat=True)) == [mapped_site.url("/docs/a/")]
+    plan = recrawl_due(source=mapped_source)
+    assert mapped_site.url("/docs/a/") in queued_urls() and plan.queued >= 1
+    assert mapped_site.url("/docs/b/") not in queued_urls()
 
 
 @pytest.mark.django_db
