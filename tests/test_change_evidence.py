@@ -121,3 +121,74 @@ def test_a_page_never_checked_counts_as_dated_after_its_check(source):
     assert pages_sitemap_dated(
         source=source, entries=[entry("/new/", timezone.now())], now=NOW
     ) == [new.pk]
+
+
+# -- Last-Modified: how long new content had stood --------------------------------
+
+
+def checked_page(source: Source, *, at: datetime) -> Page:
+    page = verified_page(source, "/guide/", at=at - timedelta(days=1))
+    page.mark_verified(at=at, crawled_at=at)  # one check kept already
+    return page
+
+
+@pytest.mark.django_db
+def test_new_content_keeps_how_long_it_had_stood_by_its_last_modified(source):
+    page = checked_page(source, at=NOW - timedelta(days=2))
+
+    page.mark_changed(
+        at=NOW, crawled_at=NOW, title="Guide", markdown="# Guide\n\nNew.",
+        digest="b" * 64, modified_at=NOW - timedelta(hours=5),
+    )  # fmt: skip
+
+    assert page.check_hours == [24.0, 48.0]
+    assert page.check_changed == [False, True]
+    assert page.check_quiet_hours == [0.0, 5.0]
+
+
+@pytest.mark.django_db
+def test_the_page_changes_slower_when_its_new_content_had_stood_long(source):
+    rates = []
+    for stood in [47, 1]:  # changed just after the previous check, or just before
+        page = checked_page(source, at=NOW - timedelta(days=2))
+        page.mark_changed(
+            at=NOW, crawled_at=NOW, title="Guide", markdown="New.",
+            digest="b" * 64, modified_at=NOW - timedelta(hours=stood),
+        )  # fmt: skip
+        rates.append(page.change_rate)
+        page.delete()
+
+    assert rates[0] < rates[1]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "modified_at",
+    [
+        None,
+        NOW - timedelta(days=3),  # before the previous check: the site disagrees
+        NOW - timedelta(seconds=20),  # a generated page's "now"
+        NOW + timedelta(hours=1),  # a clock ahead
+    ],
+)
+def test_a_last_modified_that_cannot_date_the_change_is_not_used(source, modified_at):
+    page = checked_page(source, at=NOW - timedelta(days=2))
+
+    page.mark_changed(
+        at=NOW, crawled_at=NOW, title="Guide", markdown="New.", digest="b" * 64,
+        modified_at=modified_at,
+    )  # fmt: skip
+
+    assert page.check_quiet_hours == [0.0, 0.0]
+
+
+@pytest.mark.django_db
+def test_checks_kept_before_quiet_hours_were_kept_count_as_not_said(source):
+    page = checked_page(source, at=NOW - timedelta(days=2))
+    page.check_hours, page.check_changed = [24.0, 24.0, 24.0], [True, False, False]
+    page.check_quiet_hours = []
+
+    page.mark_verified(at=NOW, crawled_at=NOW)
+
+    assert page.check_quiet_hours == [0.0, 0.0, 0.0, 0.0]
+    assert len(page.check_hours) == 4

@@ -8,6 +8,7 @@ import re
 from datetime import timedelta
 from unittest import mock
 
+import pytest
 from django.contrib.auth.models import User
 from django.test import TestCase, override_settings
 from django.urls import reverse
@@ -510,6 +511,23 @@ class ConditionalRequestTests(CrawlWorld):
         assert self.result(crawl, "/docs/").result == "not_modified"
         docs.refresh_from_db()
         assert docs.last_verified_at > docs.last_changed_at
+
+    def test_a_changed_pages_last_modified_dates_the_change_for_its_schedule(self):
+        route = self.site.add("/docs/", page("Docs", LONG), last_modified=1.7e9)
+        self.crawl(self.source())
+        docs = Page.objects.get()
+        # Checked two days ago; edited five hours ago, the site says.
+        two_days_ago = timezone.now() - timedelta(days=2)
+        Page.objects.filter(pk=docs.pk).update(last_verified_at=two_days_ago)
+        route.body = page("Docs", LONG + " Edited.").encode()
+        route.last_modified = (timezone.now() - timedelta(hours=5)).timestamp()
+
+        page_fetch_queue(page_ids=[docs.pk])
+        crawl_through(Crawl.objects.get(kind=Crawl.Kind.PAGES))
+
+        docs.refresh_from_db()
+        assert docs.check_changed[-1] is True
+        assert docs.check_quiet_hours[-1] == pytest.approx(5.0, abs=0.05)
 
     def test_pages_of_crawlbase_sources_are_left_to_crawlbase(self):
         source = self.source(fetcher=Source.Fetcher.CRAWLBASE)
