@@ -122,9 +122,9 @@ class SourceOverviewTests(AdminWorld):
 
         response = self.client.post(seeds, follow=True)
 
-        assert b"1 pages selected, 1 queued for Crawlbase" in response.content
+        assert b"1 page selected: 1 queued for Crawlbase" in response.content
         response = self.client.post(due, follow=True)
-        assert b"0 queued for Crawlbase" in response.content
+        assert b"1 page selected: 1 skipped (a push in flight)" in response.content
         assert self.client.get(seeds).status_code == 405
 
     def test_a_source_of_the_built_in_fetcher_has_no_callback_url(self):
