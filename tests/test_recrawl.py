@@ -21,9 +21,11 @@ from ingest.models import Delivery, Push
 from ingest.pushing import pushes_send
 from ingest.recrawl import SITEMAPS_TASK, recrawl_due, source_crawl_start, urls_recrawl
 from ingest.sitemap_seeds import source_sitemaps_push
+from kbsite.sitemaps import Entry
 from retrieval.models import Chunk
 from sources.models import Page, Source
 from sources.replan import checks_since, source_schedule_replan, sources_schedule_replan
+from sources.services import pages_sitemap_dated
 from tests.conftest import at_once
 from tests.fakes.crawlbase_api import CRAWLER, TOKEN, FakeCrawlbaseAPI, SitePage
 from tests.fakes.site import FakeSite, sitemap_xml
@@ -699,6 +701,23 @@ def test_pages_timed_by_hand_or_backing_off_keep_their_time(source):
         Page.objects.get(pk=p.pk).next_crawl_at < now + timedelta(days=30)
         for p in others
     )
+
+
+@pytest.mark.django_db
+def test_a_page_a_sitemap_dated_after_its_last_check_stays_due_through_a_plan(
+    source,
+):
+    now = timezone.now()
+    dated, *others = checked_pages(source, now, count=4)
+    pages_sitemap_dated(
+        source=source, entries=[Entry(dated.url, now - timedelta(hours=1))], now=now
+    )
+
+    source_schedule_replan(source=source, now=now)
+
+    dated.refresh_from_db()
+    assert dated.next_crawl_at == now
+    assert all(Page.objects.get(pk=p.pk).next_crawl_at > now for p in others)
 
 
 @pytest.mark.django_db
