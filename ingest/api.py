@@ -1,22 +1,28 @@
-"""Automation endpoints for staff tokens: recrawl on demand, Crawlbase's stats."""
+"""Automation endpoints: recrawl on demand and Crawlbase's stats, for staff
+tokens; a source's check for changes, for that source's publish tokens."""
 
 from __future__ import annotations
 
 import json
 import urllib.error
 import urllib.request
-from typing import Any
+from typing import Any, cast
 
 from django.conf import settings
+from django.contrib.auth.models import AnonymousUser
 from django.core.cache import cache
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema, extend_schema_field
-from rest_framework import serializers, status
+from rest_framework import exceptions, serializers, status
+from rest_framework.authentication import BaseAuthentication, get_authorization_header
 from rest_framework.permissions import BasePermission, IsAdminUser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from ingest.models import PublishCheck, PublishToken
+from ingest.publish import publish_check_request, publish_token_find
 from ingest.recrawl import RECRAWL_PERMISSION, recrawl_due, urls_recrawl
 from sources.models import Source
 
@@ -124,6 +130,115 @@ class CrawlerStatsView(APIView):
                 return _error(503, "crawlbase_unreachable", detail)
             cache.set("crawlbase-crawler-stats", stats, STATS_CACHE_SECONDS)
         return Response(stats)
+
+
+# -- a source's check for changes, for its publish tokens -----------------------------
+
+
+class PublishTokenAuthentication(BaseAuthentication):
+    """``Authorization: Bearer kbp_…``: a publish token, which stands for no user
+    (the caller is anonymous to every rule of who sees what) and is accepted by
+    the endpoints of its source's check for changes only."""
+
+    keyword = "Bearer"
+
+    def authenticate(
+        self, request: Request
+    ) -> tuple[AnonymousUser, PublishToken] | None:
+        words = get_authorization_header(request).split()
+        if not words or words[0].lower() != self.keyword.lower().encode():
+            return None
+        if len(words) != 2:
+            raise exceptions.AuthenticationFailed("Give one token after Bearer.")
+        token = publish_token_find(key=words[1].decode("latin-1"))
+        if token is None:
+            raise exceptions.AuthenticationFailed("Invalid or revoked publish token.")
+        return AnonymousUser(), token
+
+    def authenticate_header(self, request: Request) -> str:
+        return f'{self.keyword} realm="api"'
+
+
+class PublishTokenScheme(OpenApiAuthenticationExtension):
+    target_class = "ingest.api.PublishTokenAuthentication"
+    name = "publishToken"
+
+    def get_security_definition(self, auto_schema: Any) -> dict[str, str]:
+        return {"type": "http", "scheme": "bearer"}
+
+
+class TokenOfThisSource(BasePermission):
+    """The publish token is the source's in the URL: another source's id, or
+    one that does not exist, is refused alike (403), and tells nothing."""
+
+    message = "This publish token is for another source."
+    code = "wrong_source"
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        token = request.auth
+        if not isinstance(token, PublishToken):
+            return False
+        return token.source_id == view.kwargs.get("source_id")
+
+
+class PublishCheckSerializer(serializers.ModelSerializer):
+    check = serializers.IntegerField(source="pk", read_only=True)
+    summary = serializers.CharField(read_only=True, help_text="In the editor's words.")
+
+    class Meta:
+        model = PublishCheck
+        fields = ["check", "source", "state", "requested_at", "requests",
+                  "started_at", "finished_at", "sitemaps_read", "sitemap_urls",
+                  "dated", "new_pages", "others", "not_pushed", "in_flight",
+                  "crawl", "summary"]  # fmt: skip
+        read_only_fields = fields
+
+
+class PublishAnswerSerializer(PublishCheckSerializer):
+    already_queued = serializers.BooleanField(
+        read_only=True,
+        help_text="A check of this source was queued already: this request "
+        "joined it, and nothing was added.",
+    )
+
+    class Meta(PublishCheckSerializer.Meta):
+        fields = [*PublishCheckSerializer.Meta.fields, "already_queued"]
+        read_only_fields = fields
+
+
+class PublishView(APIView):
+    """I just published, look now: check the source for changes (its sitemaps
+    first, then the pages they date after their last check and new ones, then
+    the rest). Only with a publish token of this source. A request while a
+    check is queued joins it (``already_queued``): retries add no work."""
+
+    authentication_classes = [PublishTokenAuthentication]
+    permission_classes = [TokenOfThisSource]
+
+    @extend_schema(
+        request=None,
+        responses={202: PublishAnswerSerializer, 401: dict, 403: dict},
+    )
+    def post(self, request: Request, source_id: int) -> Response:
+        token = cast(PublishToken, request.auth)  # TokenOfThisSource saw to it
+        check, created = publish_check_request(source=token.source, token=token)
+        answer = {**PublishCheckSerializer(check).data, "already_queued": not created}
+        return Response(answer, status=status.HTTP_202_ACCEPTED)
+
+    @extend_schema(
+        responses={200: PublishCheckSerializer, 401: dict, 403: dict, 404: dict}
+    )
+    def get(self, request: Request, source_id: int) -> Response:
+        """The source's latest check for changes, with what it handed over."""
+        check = (
+            PublishCheck.objects.filter(source_id=source_id)
+            .select_related("source")
+            .order_by("-requested_at", "-pk")
+            .first()
+        )
+        if check is None:
+            return _error(404, "not_found", "No check of this source yet.")
+        return Response(PublishCheckSerializer(check).data)
 
 
 def _fetch_stats() -> Any:

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import hashlib
+import secrets
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -503,3 +505,244 @@ class CrawlHost(models.Model):
 
     def __str__(self) -> str:
         return self.origin
+
+
+# -- "I just published": checks for changes, and the tokens that ask for them ------
+
+
+class PublishToken(models.Model):
+    """A secret that lets one caller, such as a CI step after a deploy, ask for a
+    check of one source for changes, and for nothing else. Only its SHA-256 is
+    stored: the token itself is shown once, when it is made."""
+
+    PREFIX = "kbp_"
+
+    source = models.ForeignKey(
+        "sources.Source", on_delete=models.CASCADE, related_name="publish_tokens"
+    )
+    name = models.CharField(
+        max_length=100, help_text="Who uses it, e.g. GitHub Actions deploy of the docs."
+    )
+    key_hash = models.CharField(
+        "SHA-256 of the token", max_length=64, unique=True, editable=False
+    )
+    key_start = models.CharField(
+        "starts with",
+        max_length=12,
+        editable=False,
+        help_text="The token's first characters, to recognise it.",
+    )
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        editable=False,
+    )
+    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
+    revoked_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="From then on the token is refused (401).",
+    )
+
+    class Meta:
+        verbose_name = "publish token"
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.key_start}…)"
+
+    @staticmethod
+    def digest(key: str) -> str:
+        return hashlib.sha256(key.encode()).hexdigest()
+
+    def key_set(self) -> str:
+        """A new random token for this row: its hash and first characters are
+        kept, the token itself returned, to be shown once."""
+        key = self.PREFIX + secrets.token_urlsafe(32)
+        self.key_hash = self.digest(key)
+        self.key_start = key[:12]
+        return key
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None
+
+    def revoke(self, *, at: datetime) -> bool:
+        """Refused from now on; False if it already was."""
+        return bool(
+            PublishToken.objects.filter(pk=self.pk, revoked_at=None).update(
+                revoked_at=at
+            )
+        )
+
+
+class PublishCheck(models.Model):
+    """One "I just published, look now" for a source: its sitemaps are read
+    first, then the pages they date after their last check (and pages new to the
+    source) go to its crawler, then the rest of its pages. A request while a check
+    of the source is still queued joins that one (one queued per source)."""
+
+    class State(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Reading the sitemaps"
+        DONE = "done", "Pages handed to the crawler"
+        FAILED = "failed", "Failed"
+
+    source = models.ForeignKey(
+        "sources.Source", on_delete=models.CASCADE, related_name="publish_checks"
+    )
+    state = models.CharField(max_length=10, choices=State.choices, default=State.QUEUED)
+    requested_at = models.DateTimeField(default=timezone.now)
+    requests = models.PositiveIntegerField(
+        default=1, help_text="Requests this check answers: repeats join a queued one."
+    )
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="The editor who asked, if an editor did.",
+    )
+    token = models.ForeignKey(
+        PublishToken,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="checks",
+        help_text="The publish token that asked, if one did.",
+    )
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    sitemaps_read = models.PositiveIntegerField(default=0)
+    sitemap_urls = models.PositiveIntegerField(
+        "sitemap URLs", default=0, help_text="URLs its sitemaps list in its scope."
+    )
+    dated = models.PositiveIntegerField(
+        "dated after their last check",
+        default=0,
+        help_text="Pages the sitemaps date after their last check: handed over first.",
+    )
+    new_pages = models.PositiveIntegerField(
+        default=0, help_text="Pages the sitemaps list that the source did not have."
+    )
+    others = models.PositiveIntegerField(
+        "other pages",
+        default=0,
+        help_text="The rest of the pages handed over: conditional requests for "
+        "the built-in fetcher; pushes for Crawlbase, of pages no sitemap dates.",
+    )
+    not_pushed = models.PositiveIntegerField(
+        default=0,
+        help_text="Crawlbase: pages the sitemaps date before their last check, "
+        "not pushed (each push is a paid crawl).",
+    )
+    in_flight = models.PositiveIntegerField(
+        default=0,
+        help_text="Pages already on their way (a push waiting or sent, or "
+        "queued in a crawl): not handed over twice.",
+    )
+    crawl = models.ForeignKey(
+        Crawl,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="The built-in crawler's crawl its pages joined.",
+    )
+    note = models.TextField(
+        blank=True, help_text="Sitemaps that could not be read, or why it failed."
+    )
+
+    class Meta:
+        verbose_name = "check for changes"
+        verbose_name_plural = "checks for changes"
+        ordering = ["-requested_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["source"],
+                condition=Q(state="queued"),
+                name="publishcheck_one_queued_per_source",
+            ),
+        ]
+        indexes = [
+            models.Index(
+                fields=["source", "-requested_at"], name="publishcheck_source_idx"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"check of {self.source} for changes #{self.pk}"
+
+    @property
+    def by_crawlbase(self) -> bool:
+        return self.source.fetcher == self.source.Fetcher.CRAWLBASE
+
+    def summary(self) -> str:
+        """What the check does, or did, in the editor's words."""
+        if self.state == self.State.QUEUED:
+            return self._plan()
+        if self.state == self.State.RUNNING:
+            return "Reading the sitemaps."
+        if self.state == self.State.FAILED:
+            return f"Failed: {self.note}"
+        read = (
+            f"{_count(self.sitemaps_read, 'sitemap')} read "
+            f"({_count(self.sitemap_urls, 'URL')} in scope)"
+            if self.sitemaps_read
+            else "No sitemap read"
+        )
+        if self.note:
+            read += f"; could not read: {self.note}"
+        first = (
+            f"{_count(self.dated, 'page')} the sitemaps date after their last "
+            f"check and {_count(self.new_pages, 'new page')} first"
+        )
+        if self.by_crawlbase:
+            done = (
+                f"Pushed to Crawlbase: {first}, then "
+                f"{_count(self.others, 'page')} no sitemap dates; "
+                f"{_count(self.not_pushed, 'page')} dated before their last check "
+                "not pushed (each push is a paid crawl)"
+            )
+            waiting = "with a push already in flight"
+        else:
+            nstproxy = self.source.fetcher == self.source.Fetcher.NSTPROXY
+            by = "Nstproxy crawl API" if nstproxy else "built-in fetcher"
+            done = (
+                f"Queued for the {by}: {first}, then the other "
+                f"{_count(self.others, 'page')} {self._rest_how()}"
+            )
+            waiting = "already queued in a crawl"
+        return f"{read}. {done}; {self.in_flight:,} of them {waiting}."
+
+    def _plan(self) -> str:
+        pages = _count(self.source.pages.count(), "page")
+        if self.by_crawlbase:
+            return (
+                f"Queued: the sitemaps of {self.source} are read first; the pages "
+                "they date after their last check and new pages are pushed to "
+                f"Crawlbase first, then those of its {pages} no sitemap dates "
+                "(pages a sitemap dates before their last check are not pushed: "
+                "each push is a paid crawl)."
+            )
+        return (
+            f"Queued: the sitemaps of {self.source} are read first; the pages they "
+            "date after their last check and new pages are fetched first, then "
+            f"the rest of its {pages} {self._rest_how()}."
+        )
+
+    def _rest_how(self) -> str:
+        if self.source.fetcher == self.source.Fetcher.NSTPROXY:
+            # Nstproxy's API takes no validators: whole pages, hash-gated.
+            return "again (whole: unchanged text is not embedded again)"
+        return "by conditional request (a 304 when unchanged)"
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number:,} {noun}{'' if number == 1 else 's'}"

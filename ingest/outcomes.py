@@ -12,6 +12,7 @@ from django.db import transaction
 
 from ingest import similarity
 from ingest.content import Content
+from ingest.crawl.fetchers import http_date
 from ingest.finish import Retry, Skip, delivery_finish, page_lock_for
 from ingest.models import Delivery
 from ingest.pipeline import (
@@ -91,6 +92,9 @@ def apply_content(
             title=content.title,
             markdown=content.markdown,
             digest=content.digest,
+            # The response's own date of this content (a sitemap's lastmod
+            # may name only the day): when the change came, for the schedule.
+            modified_at=http_date(delivery.last_modified),
         )
         _validators_keep(delivery, locked)
         page_similarity_record(page=locked, sig=sig)

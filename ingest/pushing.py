@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -58,7 +58,11 @@ def pages_push_queue(*, pages: QuerySet[Page]) -> tuple[int, int]:
     push is in flight)."""
     # The ids in the queryset's order, so that the pages chosen first (the most
     # overdue, for the planner) get the first pushes and are sent first.
-    page_ids = list(pages.values_list("id", flat=True))
+    return page_ids_push_queue(page_ids=list(pages.values_list("id", flat=True)))
+
+
+def page_ids_push_queue(*, page_ids: Sequence[int]) -> tuple[int, int]:
+    """``pages_push_queue`` for these pages, pushed in this order."""
     if not page_ids:  # no page at all, e.g. a source without seeds
         return 0, 0
     pushes = sql.pushes_insert(page_ids=page_ids)

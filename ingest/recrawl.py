@@ -56,11 +56,24 @@ class RecrawlPlan:
     def __str__(self) -> str:
         if self.busy:
             return "another recrawl is being planned; nothing done"
-        return (
-            f"{self.selected} pages selected, {self.queued} queued for Crawlbase, "
-            f"{self.in_flight} skipped (in flight), {self.fetching} queued for the "
-            f"built-in fetcher, {self.out_of_scope} URLs out of every scope"
+        # Only what happened: a source of one fetcher has nothing to say of the
+        # other's counts.
+        parts = [
+            f"{self.queued} queued for Crawlbase" if self.queued else "",
+            f"{self.in_flight} skipped (a push in flight)" if self.in_flight else "",
+            f"{self.fetching} queued for the built-in fetcher" if self.fetching else "",
+            f"{plural(self.out_of_scope, 'URL')} out of every scope"
+            if self.out_of_scope
+            else "",
+        ]
+        done = ", ".join(part for part in parts if part)
+        return f"{plural(self.selected, 'page')} selected" + (
+            f": {done}" if done else ""
         )
+
+
+def plural(count: int, noun: str) -> str:
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"
 
 
 def recrawl_due(

@@ -8,12 +8,17 @@ crawler's direct fetcher (its address guard and size limit included): sitemaps
 are small XML files and robots.txt smaller still, and both are meant for bots.
 Sitemap indexes are followed, at most ``MAX_SITEMAPS`` files per source. Every
 listed URL the source covers becomes a page and is pushed once, up to the
-source's ``max_pages``; reading stops once that many are found.
+source's ``max_pages``; reading stops once that many are found. A known page the
+sitemap dates after its last check is due at once (``pages_sitemap_dated``).
+A check for changes (``ingest.publish``) reads the sitemaps the same way.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+
+from django.db import transaction
+from django.utils import timezone
 
 from ingest.crawl.fetchers import (
     MAX_REDIRECTS,
@@ -27,9 +32,16 @@ from ingest.crawl.robots import origin_of
 from ingest.discovery import source_urls_push
 from ingest.recrawl import RecrawlPlan
 from kbsite.canonical import canonical_url_or_none
-from kbsite.sitemaps import Sitemap, SitemapError, origin_sitemaps, sitemap_parse
+from kbsite.sitemaps import (
+    Entry,
+    Sitemap,
+    SitemapError,
+    origin_sitemaps,
+    sitemap_parse,
+)
 from sources.models import Source
 from sources.scope import ScopeMap
+from sources.services import pages_sitemap_dated
 
 # Sitemap files read for one source (an index and its children count alike).
 MAX_SITEMAPS = 50
@@ -37,16 +49,21 @@ MAX_SITEMAPS = 50
 
 @dataclass
 class SitemapSeeds:
-    urls: list[str] = field(default_factory=list)  # listed and covered, in order
+    # Listed and covered, in order, under their canonical URLs, with their lastmod.
+    entries: list[Entry] = field(default_factory=list)
     sitemaps: int = 0  # files read
     listed: int = 0  # page URLs listed, covered or not
     errors: list[str] = field(default_factory=list)
+
+    @property
+    def urls(self) -> list[str]:
+        return [entry.url for entry in self.entries]
 
     def __str__(self) -> str:
         errors = f"; {len(self.errors)} failed: {self.errors[0]}" if self.errors else ""
         return (
             f"{self.sitemaps} sitemaps read, {self.listed} URLs listed, "
-            f"{len(self.urls)} in scope{errors}"
+            f"{len(self.entries)} in scope{errors}"
         )
 
 
@@ -63,7 +80,7 @@ def source_sitemap_urls(
         queue = _sitemaps_named(source, own, found)
         seen: set[str] = set()
         scope = ScopeMap()
-        covered: dict[str, None] = {}
+        covered: dict[str, Entry] = {}
         while queue and found.sitemaps < MAX_SITEMAPS and len(covered) < wanted:
             url = queue.pop(0)
             if url in seen:
@@ -78,9 +95,9 @@ def source_sitemap_urls(
             for entry in sitemap.pages:
                 page_url = canonical_url_or_none(entry.url)
                 if page_url and scope.belongs_to(source, page_url):
-                    if len(covered) < wanted:
-                        covered[page_url] = None
-        found.urls = list(covered)
+                    if len(covered) < wanted and page_url not in covered:
+                        covered[page_url] = replace(entry, url=page_url)
+        found.entries = list(covered.values())
     finally:
         if fetcher is None:
             own.close()
@@ -88,9 +105,13 @@ def source_sitemap_urls(
 
 
 def source_sitemaps_push(*, source: Source) -> tuple[SitemapSeeds, RecrawlPlan]:
-    """Read the source's sitemaps and push what they list that is new to it."""
+    """Read the source's sitemaps and push what they list that is new to it; the
+    pages they date after their last check are due now, for the planner to push."""
     seeds = source_sitemap_urls(source=source)
-    return seeds, source_urls_push(source=source, urls=seeds.urls)
+    with transaction.atomic():
+        pages_sitemap_dated(source=source, entries=seeds.entries, now=timezone.now())
+        plan = source_urls_push(source=source, urls=seeds.urls)
+    return seeds, plan
 
 
 def _sitemaps_named(source: Source, fetcher: Fetcher, found: SitemapSeeds) -> list[str]:

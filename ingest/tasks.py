@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ingest.crawl.jobs import crawl_work
 from ingest.process import delivery_process
+from ingest.publish import publish_check_run
 from ingest.pushing import PushingUnavailable, pushes_send
 from ingest.queueing import deliveries_bodies_expire, deliveries_requeue_stalled
 from ingest.recrawl import pushes_send_soon, recrawl_due
@@ -74,3 +75,7 @@ def pushes_send_task() -> str:
     if report.waiting:
         pushes_send_soon()
     return str(report)
+
+
+def publish_check_run_task(check_id: int) -> str:
+    return publish_check_run(check_id=check_id)

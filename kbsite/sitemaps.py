@@ -14,7 +14,7 @@ import re
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from lxml import etree
 
@@ -29,10 +29,26 @@ class SitemapError(ValueError):
     """The bytes are not a sitemap that can be read."""
 
 
+# A lastmod of a date alone (``2026-11-30``), which says the day, not the hour.
+DAY_ONLY = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
 @dataclass(frozen=True)
 class Entry:
     url: str
     lastmod: datetime | None = None
+    # The lastmod named a day only: read as its midnight (UTC), while the change
+    # may have come at any time of that day.
+    day_only: bool = False
+
+    @property
+    def changed_by(self) -> datetime | None:
+        """The latest the change the lastmod dates may have come: the end of its
+        day for a date alone (a page edited this afternoon with a sitemap that
+        says only "today" has changed after a check this morning)."""
+        if self.lastmod is None or not self.day_only:
+            return self.lastmod
+        return self.lastmod + timedelta(days=1)
 
 
 @dataclass
@@ -132,7 +148,9 @@ def _xml_entries(data: bytes) -> Iterator[tuple[str, Entry]]:
             element.clear()
             loc = values.get("loc", "").strip()
             if _is_http(loc):
-                yield kind, Entry(loc, parse_lastmod(values.get("lastmod", "")))
+                lastmod = values.get("lastmod", "").strip()
+                day_only = bool(DAY_ONLY.fullmatch(lastmod))
+                yield kind, Entry(loc, parse_lastmod(lastmod), day_only=day_only)
     except etree.XMLSyntaxError as exc:
         raise SitemapError(f"the sitemap is not XML: {exc}") from None
 

@@ -3,8 +3,10 @@
 Pure arithmetic on floats, with no Django: rates are changes per hour, intervals are
 hours. Pages are modelled as Cho and Garcia-Molina model them: changes arrive as a
 Poisson process of rate ``λ``, and a check only tells whether the page changed at
-least once since the previous check. ``sources.schedule`` turns the rates into
-intervals under a crawl budget.
+least once since the previous check, unless the site says when the content found
+was last modified (its ``Last-Modified``): then the check knows when the last
+change came. ``sources.schedule`` turns the rates into intervals under a crawl
+budget.
 """
 
 from __future__ import annotations
@@ -35,6 +37,9 @@ class Check(NamedTuple):
 
     hours: float  # since the previous check (or since the page was first fetched)
     changed: bool  # the content differed from what the previous check saw
+    # For a change: hours the new content had stood when the check found it, by
+    # the site's Last-Modified (within ``hours``); 0 when the site did not say.
+    quiet: float = 0.0
 
 
 def rate_from_counts(checks: int, changes: int, interval_hours: float) -> float:
@@ -51,7 +56,7 @@ def rate_from_counts(checks: int, changes: int, interval_hours: float) -> float:
 
 
 def estimate_rate(
-    history: Sequence[tuple[float, bool]],
+    history: Sequence[Check] | Sequence[tuple[float, bool]],
     *,
     default_hours: float,
     spread: float = PRIOR_SPREAD,
@@ -65,6 +70,13 @@ def estimate_rate(
     hour). The estimate is the ``λ`` that maximizes, with ``u = log λ``,
 
         Σ_changed w·log(1 - e^(-λt))  -  λ·Σ_unchanged w·t  -  p·(u - u0)² / 2
+
+    A change whose time the site gave (``Check.quiet``, the hours the new content
+    had stood) says more: the last change came exactly then and none since, with
+    likelihood ``λ·e^(-λq)``; so it counts ``log λ - λq`` in place of its term
+    in the first sum (the hours before that change tell nothing more: changes
+    arrive independently). A page found changed at every daily check is then
+    told apart from one changing every hour by how old each new version was.
 
     The last term is the prior: before its first check a page is believed to change
     about once per ``default_hours`` (its source's interval, ``u0``), give or take
@@ -93,20 +105,27 @@ def estimate_rate(
 
 
 def _weighted_checks(
-    history: Sequence[tuple[float, bool]], half_life_hours: float
+    history: Sequence[Check] | Sequence[tuple[float, bool]], half_life_hours: float
 ) -> tuple[list[tuple[float, float]], float, float]:
     """(weight, hours) of the checks that saw a change, weighted unchanged hours,
-    and the hours the history covers."""
+    and the hours the history covers. A change whose time is known is (weight,
+    0): the change is certain where it came, and its quiet hours are unchanged
+    ones."""
     changed: list[tuple[float, float]] = []
     unchanged = 0.0
     age = 0.0
-    for hours, was_changed in reversed(history):
+    for check in reversed(history):
+        hours, was_changed, *known = check
         if hours <= 0:
             continue
         weight = 2.0 ** (-age / half_life_hours)
         if weight < 1e-9:
             return changed, unchanged, math.inf  # the rest counts for nothing
-        if was_changed:
+        quiet = float(known[0]) if known else 0.0
+        if was_changed and 0 < quiet < hours:
+            changed.append((weight, 0.0))
+            unchanged += weight * quiet
+        elif was_changed:
             changed.append((weight, hours))
         else:
             unchanged += weight * hours
@@ -130,7 +149,7 @@ def _most_probable_rate(
         curve = -rate * unchanged - pull
         for weight, hours in changed:
             x = rate * hours
-            share = x / math.expm1(x) if x < 700 else 0.0
+            share = _phi(x)
             slope += weight * share
             curve += weight * share * (1.0 - x - share)  # x·φ'(x) = φ(1 - x - φ)
         if slope > 0:
@@ -144,3 +163,10 @@ def _most_probable_rate(
         if not low < u < high:
             u = (low + high) / 2
     return math.exp(u)
+
+
+def _phi(x: float) -> float:
+    """``x / (e^x - 1)``, with its limit 1 at 0 (a change at a known time)."""
+    if x <= 0:
+        return 1.0
+    return x / math.expm1(x) if x < 700 else 0.0

@@ -24,6 +24,9 @@ from sources.change_rate import CHECKS_KEPT
 # First wait after a failed crawl; it doubles with each further failure.
 FAILURE_RETRY = timedelta(minutes=15)
 HOUR = timedelta(hours=1)
+# A Last-Modified this close to the check says the page is generated on request
+# (its time is the request's), not when its content changed.
+GENERATED_WITHIN = timedelta(minutes=1)
 
 
 # Who is asking: a user or an anonymous visitor from a request, or None for the
@@ -567,6 +570,13 @@ class Page(models.Model):
         editable=False,
         help_text="Whether each of those checks found new content.",
     )
+    check_quiet_hours = ArrayField(
+        models.FloatField(),
+        default=list,
+        editable=False,
+        help_text="For each of those checks that found new content, how many "
+        "hours it had stood by the site's Last-Modified (0: not said), e.g. 5.5.",
+    )
     change_rate = models.FloatField(
         null=True,
         blank=True,
@@ -608,16 +618,42 @@ class Page(models.Model):
                 return HOUR * schedule.next_interval(self.change_rate, plan)
         return source.recrawl_every
 
-    def _record_check(self, *, at: datetime, changed: bool) -> None:
-        """One more observation of how often the page changes."""
+    def _record_check(
+        self, *, at: datetime, changed: bool, modified_at: datetime | None = None
+    ) -> None:
+        """One more observation of how often the page changes; ``modified_at``,
+        the site's Last-Modified of new content, tells when it changed."""
+        quiet = self._quiet_hours()
         if self.last_verified_at is not None and at > self.last_verified_at:
             hours = (at - self.last_verified_at) / HOUR
+            stood = self._stood_hours(at, modified_at) if changed else 0.0
             self.check_hours = [*self.check_hours, hours][-CHECKS_KEPT:]
             self.check_changed = [*self.check_changed, changed][-CHECKS_KEPT:]
+            quiet = [*quiet, stood][-CHECKS_KEPT:]
+        self.check_quiet_hours = quiet
+        checks = zip(self.check_hours, self.check_changed, quiet, strict=True)
         self.change_rate = schedule.estimate_rate(
-            list(zip(self.check_hours, self.check_changed, strict=True)),
+            [schedule.Check(*check) for check in checks],
             default_hours=self.source.recrawl_every / HOUR,
         )
+
+    def _quiet_hours(self) -> list[float]:
+        """The quiet hours of the kept checks, one each (checks recorded before
+        they were kept have none: 0, not said)."""
+        kept = len(self.check_hours)
+        quiet = list(self.check_quiet_hours)[-kept:] if kept else []
+        return [0.0] * (kept - len(quiet)) + quiet
+
+    def _stood_hours(self, at: datetime, modified_at: datetime | None) -> float:
+        """Hours new content found at ``at`` had stood, by the site's
+        modification time: only a time after the previous check (else the site's
+        clock or cache disagrees with what that check saw) and not a generated
+        page's "now"; 0 when not known."""
+        if modified_at is None or self.last_verified_at is None:
+            return 0.0
+        if not self.last_verified_at < modified_at <= at - GENERATED_WITHIN:
+            return 0.0
+        return (at - modified_at) / HOUR
 
     @property
     def is_live(self) -> bool:
@@ -630,10 +666,16 @@ class Page(models.Model):
     # -- transitions, each saved by the caller inside its transaction --------------
 
     def mark_verified(
-        self, *, at: datetime, crawled_at: datetime, changed: bool = False
+        self,
+        *,
+        at: datetime,
+        crawled_at: datetime,
+        changed: bool = False,
+        modified_at: datetime | None = None,
     ) -> None:
-        """A crawl saw the content the index holds."""
-        self._record_check(at=at, changed=changed)
+        """A crawl saw the content the index holds (``changed``: new content,
+        last modified at ``modified_at`` by the site's word, if it said)."""
+        self._record_check(at=at, changed=changed, modified_at=modified_at)
         self.last_verified_at = at
         self.last_crawled_at = crawled_at
         self.original_status = 200
@@ -649,8 +691,11 @@ class Page(models.Model):
         title: str,
         markdown: str,
         digest: str,
+        modified_at: datetime | None = None,
     ) -> None:
-        self.mark_verified(at=at, crawled_at=crawled_at, changed=True)
+        self.mark_verified(
+            at=at, crawled_at=crawled_at, changed=True, modified_at=modified_at
+        )
         self.status = self.Status.LIVE
         self.deleted_at = None
         self.redirect_to = None

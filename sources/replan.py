@@ -17,6 +17,7 @@ import math
 from datetime import datetime, timedelta
 from typing import cast
 
+from django.db.models import F
 from django.utils import timezone
 
 from sources import schedule, sql
@@ -64,18 +65,24 @@ def sources_schedule_replan(*, now: datetime | None = None) -> int:
 
 def pages_retime(*, source: Source, now: datetime) -> int:
     """Every live page the schedule times (its rate known, no interval of its own,
-    no failure backing off) due its interval under the source's plan after its
-    last check, at once when that is past; in one statement."""
+    no failure backing off, no change announced since its last check) due its
+    interval under the source's plan after its last check, at once when that is
+    past; in one statement."""
     plan = source.plan()
     if plan is None:
         return 0
-    pages = source.pages.filter(
-        status=Page.Status.LIVE,
-        change_rate__isnull=False,
-        recrawl_every=None,
-        failure_count=0,
-        last_verified_at__isnull=False,
-    ).values_list("pk", "change_rate", "last_verified_at")
+    pages = (
+        source.pages.filter(
+            status=Page.Status.LIVE,
+            change_rate__isnull=False,
+            recrawl_every=None,
+            failure_count=0,
+            last_verified_at__isnull=False,
+        )
+        # A sitemap dated it after its last check: it stays due until checked.
+        .exclude(site_modified_at__gt=F("last_verified_at"))
+        .values_list("pk", "change_rate", "last_verified_at")
+    )
     ids, due = [], []
     for pk, rate, verified in pages.iterator():
         ids.append(pk)

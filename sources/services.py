@@ -1,14 +1,22 @@
-"""Work on sources and pages that spans rows: boilerplate counts."""
+"""Work on sources and pages that spans rows: boilerplate counts, and what a
+sitemap says about when pages changed."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
+from datetime import datetime
 
 from django.conf import settings
-from django.db.models import F
+from django.db.models import F, Value
+from django.db.models.functions import Least
 
+from kbsite.sitemaps import Entry
 from sources import sql
 from sources.models import LineShape, Page, Source
+
+# URLs looked up at once (PostgreSQL takes at most 65,535 parameters a query).
+URL_BATCH = 10_000
 
 
 def source_common_shapes(*, source: Source) -> set[int]:
@@ -57,3 +65,44 @@ def page_shapes_record(*, page: Page, shapes: dict[int, str]) -> None:
 def _increment(source_id: int, shapes: dict[int, str]) -> None:
     examples = {shape: line[:300] for shape, line in shapes.items()}
     sql.line_shapes_count_up(source_id=source_id, examples=examples)
+
+
+def pages_sitemap_dated(
+    *, source: Source, entries: Iterable[Entry], now: datetime
+) -> list[int]:
+    """The source's pages a sitemap dates after their last check (``entries``:
+    sitemap entries under their canonical URLs), in the entries' order. Their
+    ``site_modified_at`` becomes the lastmod, and they are due now: the schedule
+    waits no longer for a change the site announces. A page backing off after a
+    failed crawl keeps its time, and a page out of every scope is left alone.
+
+    The last check is the later of the last verification and the last crawl (a
+    tombstone's), and a lastmod of a day alone counts until that day's end; a
+    page never checked counts as dated after it."""
+    dated = {e.url: e for e in entries if e.lastmod and e.changed_by}
+    urls = list(dated)
+    found: dict[str, int] = {}
+    for start in range(0, len(urls), URL_BATCH):
+        rows = (
+            source.pages.filter(url__in=urls[start : start + URL_BATCH])
+            .exclude(status=Page.Status.GONE, next_crawl_at=None)
+            .order_by()
+            .values_list("pk", "url", "last_verified_at", "last_crawled_at")
+        )
+        for pk, url, verified, crawled in rows:
+            checked = max((t for t in (verified, crawled) if t), default=None)
+            changed_by = dated[url].changed_by
+            if checked is None or (changed_by and changed_by > checked):
+                found[url] = pk
+    by_lastmod: dict[datetime, list[int]] = {}
+    for url, pk in found.items():
+        lastmod = dated[url].lastmod
+        if lastmod:
+            by_lastmod.setdefault(lastmod, []).append(pk)
+    for lastmod, ids in by_lastmod.items():
+        # One statement per date (a sitemap's pages often share their build's).
+        Page.objects.filter(pk__in=ids).update(site_modified_at=lastmod)
+        Page.objects.filter(pk__in=ids, failure_count=0).update(
+            next_crawl_at=Least(F("next_crawl_at"), Value(now))
+        )
+    return [found[url] for url in urls if url in found]

@@ -14,7 +14,8 @@ from django.test import TestCase
 from django.utils import timezone
 
 from ingest.boilerplate import line_shape, shape_hash
-from ingest.models import Crawl, CrawlUrl, Delivery, Push
+from ingest.models import Crawl, CrawlUrl, Delivery, PublishCheck, Push
+from ingest.publish import publish_token_create
 from retrieval.models import Chunk, Embedding, EmbeddingUsage, QueryLog
 from sources.models import LineShape, Page, PageVersion, Source
 
@@ -156,6 +157,13 @@ class AdminWorld(TestCase):
             latency_ms=12,
             user=cls.editor,
         )
+        cls.token, _ = publish_token_create(
+            source=cls.source, name=f"Deploy {XSS}", user=cls.editor
+        )
+        cls.check = PublishCheck.objects.create(
+            source=cls.source, requested_by=cls.editor, note=f"{XSS}: HTTP 404",
+            state=PublishCheck.State.DONE,
+        )  # fmt: skip
         cls.abstained = QueryLog.objects.create(
             kind=QueryLog.Kind.QUERY,
             text="What is the airspeed of a swallow?",
@@ -239,10 +247,15 @@ def rows_of_source(*, name: str, site: str, group: Group, asker, mark: str):
         kind=QueryLog.Kind.QUERY, text=f"What does {site} keep?", answer="Use it.",
         chunk_ids=[chunk.pk], scores=[0.5], latency_ms=10, user=asker,
     )  # fmt: skip
+    token, _ = publish_token_create(source=source, name=f"{name} deploy", user=None)
+    check = PublishCheck.objects.create(
+        source=source, token=token, state=PublishCheck.State.DONE
+    )
     return SimpleNamespace(
         source=source, page=page, versions=versions, chunk=chunk,
         embedding=embedding, delivery=delivery, failed=failed, push=push,
-        shape=shape, crawl=crawl, crawl_url=crawl_url, log=log,
+        shape=shape, crawl=crawl, crawl_url=crawl_url, log=log, token=token,
+        check=check,
     )  # fmt: skip
 
 

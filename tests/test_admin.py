@@ -176,5 +176,5 @@ class CrawlAdminTests(TestCase):
             {"action": "crawl_now", "_selected_action": [page.pk]},
             follow=True,
         )
-        assert b"1 skipped (in flight)" in response.content
+        assert b"1 skipped (a push in flight)" in response.content
         assert Push.objects.count() == 2

@@ -9,7 +9,7 @@ from django.contrib import admin
 from django.db import transaction
 from django.urls import reverse
 
-from ingest.models import Crawl, Delivery, Push
+from ingest.models import Crawl, Delivery, PublishToken, Push
 from retrieval.models import QueryLog
 from sources.admin.visibility import VisibleRowsAdmin
 from sources.models import Page, Source
@@ -31,6 +31,8 @@ LISTS = [
     ("retrieval_embedding", "a1a1a1a1a1a1", "b1b1b1b1b1b1"),
     ("retrieval_querylog", "alpha.example.com", "beta.example.net"),
     ("retrieval_embeddingusage", "Alpha handbook", "Beta secrets"),
+    ("ingest_publishtoken", "Alpha handbook deploy", "Beta secrets deploy"),
+    ("ingest_publishcheck", "Alpha handbook", "Beta secrets"),
 ]
 # Each list's search, for a term only one of group B's rows holds.
 SEARCHES = [
@@ -89,6 +91,8 @@ class GroupEditorTests(TwoGroupsWorld):
             ("retrieval_chunk", a.chunk, b.chunk),
             ("retrieval_embedding", a.embedding, b.embedding),
             ("retrieval_querylog", a.log, b.log),
+            ("ingest_publishtoken", a.token, b.token),
+            ("ingest_publishcheck", a.check, b.check),
         ]:
             for view in ["change", "history"]:
                 rows.append(("get", f"{name}_{view}", ours.pk, theirs.pk))
@@ -99,7 +103,7 @@ class GroupEditorTests(TwoGroupsWorld):
             ("get", "sources_page_delete", *pages),
             ("get", "sources_source_delete", *sources),
             ("post", "sources_source_crawl_now", *sources),
-            ("post", "sources_source_recrawl_due", *sources),
+            ("post", "sources_source_check", *sources),
         ]
 
     def test_group_bs_rows_answer_404_as_ids_that_do_not_exist(self):
@@ -147,6 +151,10 @@ class GroupEditorTests(TwoGroupsWorld):
             ("sources_source", "crawl_now", a.source, b.source, queued_pushes),
             ("sources_source", "recrawl_due_pages", a.source, b.source,
              queued_pushes),
+            ("sources_source", "check_for_changes", a.source, b.source,
+             lambda source: source.publish_checks.count()),
+            ("ingest_publishtoken", "revoke", a.token, b.token,
+             lambda t: PublishToken.objects.get(pk=t.pk).revoked_at is None),
             ("sources_page", "crawl_now", a.page, b.page,
              lambda page: queued_pushes(page.source)),
             ("ingest_delivery", "requeue", a.failed, b.failed,
@@ -216,6 +224,7 @@ class GroupEditorTests(TwoGroupsWorld):
         for name, action, row in [
             ("sources_source", "crawl_now", self.a.source),
             ("sources_source", "recrawl_due_pages", self.a.source),
+            ("sources_source", "check_for_changes", self.a.source),
             ("sources_page", "crawl_now", self.a.page),
         ]:
             with self.subTest(list=name, action=action):
@@ -224,6 +233,7 @@ class GroupEditorTests(TwoGroupsWorld):
                     {"action": action, "_selected_action": [row.pk]},
                 )
                 assert queued_pushes(self.a.source) == 0
+                assert self.a.source.publish_checks.count() == 1  # its own, done
 
     def test_every_editors_admin_reads_through_the_visibility_rule(self):
         for model, model_admin in admin.site._registry.items():

@@ -11,7 +11,7 @@ from django.test import override_settings
 from django.urls import reverse
 from django.utils import timezone
 
-from ingest.models import CrawlHost, Delivery, Push
+from ingest.models import CrawlHost, Delivery, PublishCheck, Push
 from ingest.process import delivery_process
 from ingest.queueing import deliveries_bodies_expire
 from retrieval.answer import cited_count
@@ -124,23 +124,42 @@ class SourceOverviewTests(AdminWorld):
     def test_its_crawl_buttons_push_and_report_counts(self):
         content = self.client.get(self.url).content.decode()
         seeds = reverse("admin:sources_source_crawl_now", args=[self.source.pk])
-        due = reverse("admin:sources_source_recrawl_due", args=[self.source.pk])
-        assert f'action="{seeds}"' in content and f'action="{due}"' in content
+        check = reverse("admin:sources_source_check", args=[self.source.pk])
+        assert f'action="{seeds}"' in content and f'action="{check}"' in content
+        assert content.index(check) < content.index(seeds)  # the first button
         Push.objects.all().delete()
 
         response = self.client.post(seeds, follow=True)
 
-        assert b"1 pages selected, 1 queued for Crawlbase" in response.content
-        response = self.client.post(due, follow=True)
-        assert b"0 queued for Crawlbase" in response.content
+        assert b"1 page selected: 1 queued for Crawlbase" in response.content
         assert self.client.get(seeds).status_code == 405
+
+    def test_check_for_changes_says_what_a_crawlbase_source_will_push(self):
+        check = reverse("admin:sources_source_check", args=[self.source.pk])
+
+        first = self.client.post(check, follow=True).content.decode()
+        again = self.client.post(check, follow=True).content.decode()
+
+        assert "Check for changes: Queued: the sitemaps of Example docs" in first
+        assert "pushed to Crawlbase first, then those of its 2 pages no " in first
+        assert "not pushed: each push is a paid crawl" in first
+        assert "already queued (asked 2 times)" in again
+        queued = PublishCheck.objects.get(state=PublishCheck.State.QUEUED)
+        assert (queued.requests, queued.requested_by) == (2, self.editor)
+
+    def test_the_overview_shows_the_last_check_for_changes_and_its_tokens(self):
+        content = self.client.get(self.url).content.decode()
+
+        shown = content.split("Last check for changes:")[1].split("</div>")[0]
+        assert "No sitemap read; could not read: " + ESCAPED + ": HTTP 404" in shown
+        assert "1 active publish token</a>" in shown
 
     def test_a_source_of_the_built_in_fetcher_has_no_callback_url(self):
         Source.objects.filter(pk=self.source.pk).update(fetcher=Source.Fetcher.DIRECT)
 
         content = self.client.get(self.url).content.decode()
 
-        assert "crawl-now" in content and "recrawl-due" in content
+        assert "crawl-now" in content and f"/{self.source.pk}/check/" in content
         assert "this source&#x27;s fetcher is Built-in polite fetcher" in content
 
     def test_editors_who_may_only_look_get_no_buttons(self):

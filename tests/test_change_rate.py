@@ -121,3 +121,46 @@ def test_checks_of_no_length_are_ignored():
     with_noise = estimate_rate([*checks_seen, Check(0.0, True)], default_hours=WEEK)
 
     assert with_noise == estimate_rate(checks_seen, default_hours=WEEK)
+
+
+def timed_history(
+    rate: float, checks: int, every: float, rng: random.Random
+) -> list[Check]:
+    """Checks ``every`` hours apart of a Poisson page of ``rate`` whose site says
+    when each version was made (Last-Modified): a changed check knows how long
+    the new version had stood."""
+    result = []
+    for _ in range(checks):
+        at, last = 0.0, None
+        while (at := at + rng.expovariate(rate)) < every:
+            last = at
+        quiet = 0.0 if last is None else every - last
+        result.append(Check(every, last is not None, quiet))
+    return result
+
+
+def test_the_sites_modification_times_sharpen_the_estimate_of_a_fast_page():
+    # Changing every 10 hours, checked daily: nine checks in ten find a change,
+    # which says little; how old each new version was says more. Ten checks
+    # each, in 80 trials: the median |log error| halves (0.21 against 0.42).
+    rng = random.Random(11)
+    true_rate = 1 / 10
+    with_times: list[float] = []
+    without: list[float] = []
+    for _ in range(80):
+        seen = timed_history(true_rate, 10, DAY, rng)
+        blind = [Check(c.hours, c.changed) for c in seen]
+        for checks, errors in [(seen, with_times), (blind, without)]:
+            estimate = estimate_rate(checks, default_hours=WEEK)
+            errors.append(abs(math.log(estimate / true_rate)))
+
+    assert statistics.median(with_times) < 0.3
+    assert statistics.median(with_times) < statistics.median(without) * 0.6
+
+
+def test_a_change_of_unknown_time_counts_as_before():
+    checks = [Check(DAY, True), Check(DAY, False), Check(DAY, True)]
+
+    assert estimate_rate(checks, default_hours=WEEK) == estimate_rate(
+        [(c.hours, c.changed) for c in checks], default_hours=WEEK
+    )

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import gzip
 import re
+from datetime import timedelta
 from unittest import mock
 
+import pytest
 from django.contrib.auth.models import User
 from django.test import TestCase, override_settings
 from django.urls import reverse
@@ -111,6 +113,27 @@ class DiscoveryTests(CrawlWorld):
         page_row = Page.objects.get(url=self.site.url("/docs/hidden.html"))
         assert page_row.site_modified_at == hidden.lastmod
         assert crawl_progress(crawl=crawl).sitemaps["fetched"] == 2
+
+    def test_a_known_page_the_sitemap_dates_after_its_last_check_is_due(self):
+        # The crawl has room for the seed only; the page the sitemap lists was
+        # checked before the sitemap's date (2026-11-01), so it is due at once.
+        self.site.robots(f"User-agent: *\nSitemap: {self.site.url('/map.xml')}\n")
+        self.site.add("/map.xml", sitemap_xml([self.site.url("/docs/old.html")]))
+        self.site.add("/docs/", page("Docs", "No links here."))
+        source = self.source()
+        old = Page.objects.create(
+            source=source, url=self.site.url("/docs/old.html"),
+            status=Page.Status.LIVE,
+            last_verified_at=timezone.now() - timedelta(days=60),
+            next_crawl_at=timezone.now() + timedelta(days=5),
+        )  # fmt: skip
+
+        self.crawl(source, max_pages=1)
+
+        old.refresh_from_db()
+        assert self.site.requested("/docs/old.html") == 0
+        assert old.next_crawl_at <= timezone.now()
+        assert old.site_modified_at is not None
 
     def test_links_out_of_scope_are_not_followed(self):
         other = self.enterContext(FakeSite())
@@ -489,6 +512,23 @@ class ConditionalRequestTests(CrawlWorld):
         docs.refresh_from_db()
         assert docs.last_verified_at > docs.last_changed_at
 
+    def test_a_changed_pages_last_modified_dates_the_change_for_its_schedule(self):
+        route = self.site.add("/docs/", page("Docs", LONG), last_modified=1.7e9)
+        self.crawl(self.source())
+        docs = Page.objects.get()
+        # Checked two days ago; edited five hours ago, the site says.
+        two_days_ago = timezone.now() - timedelta(days=2)
+        Page.objects.filter(pk=docs.pk).update(last_verified_at=two_days_ago)
+        route.body = page("Docs", LONG + " Edited.").encode()
+        route.last_modified = (timezone.now() - timedelta(hours=5)).timestamp()
+
+        page_fetch_queue(page_ids=[docs.pk])
+        crawl_through(Crawl.objects.get(kind=Crawl.Kind.PAGES))
+
+        docs.refresh_from_db()
+        assert docs.check_changed[-1] is True
+        assert docs.check_quiet_hours[-1] == pytest.approx(5.0, abs=0.05)
+
     def test_pages_of_crawlbase_sources_are_left_to_crawlbase(self):
         source = self.source(fetcher=Source.Fetcher.CRAWLBASE)
         pushed = Page.objects.create(source=source, url=self.site.url("/docs/"))
@@ -588,7 +628,7 @@ class RestartTests(CrawlWorld):
         row = self.result(crawl, "/docs/a.html")
         CrawlUrl.objects.filter(pk=row.pk).update(
             state=CrawlUrl.State.FETCHING,
-            claimed_at=timezone.now() - timezone.timedelta(hours=1),
+            claimed_at=timezone.now() - timedelta(hours=1),
         )
         Crawl.objects.filter(pk=crawl.pk).update(state=Crawl.State.RUNNING)
 

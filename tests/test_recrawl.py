@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from io import StringIO
 
 import pytest
@@ -21,9 +21,11 @@ from ingest.models import Delivery, Push
 from ingest.pushing import pushes_send
 from ingest.recrawl import SITEMAPS_TASK, recrawl_due, source_crawl_start, urls_recrawl
 from ingest.sitemap_seeds import source_sitemaps_push
+from kbsite.sitemaps import Entry
 from retrieval.models import Chunk
 from sources.models import Page, Source
 from sources.replan import checks_since, source_schedule_replan, sources_schedule_replan
+from sources.services import pages_sitemap_dated
 from tests.conftest import at_once
 from tests.fakes.crawlbase_api import CRAWLER, TOKEN, FakeCrawlbaseAPI, SitePage
 from tests.fakes.site import FakeSite, sitemap_xml
@@ -330,9 +332,7 @@ def test_crawlbase_push_sends_urls_and_says_what_it_did(source, crawlbase):
 
     assert sorted(crawlbase.urls()) == [f"{SITE}/a/", f"{SITE}/b/"]
     summary = out.getvalue()
-    assert (
-        "2 queued for Crawlbase" in summary and "1 URLs out of every scope" in summary
-    )
+    assert "2 queued for Crawlbase" in summary and "1 URL out of every scope" in summary
     assert "2 pushed" in summary
 
 
@@ -385,8 +385,7 @@ def test_a_new_crawlbase_source_pushes_what_its_sitemaps_list_in_scope(
 
     assert run_queued(SITEMAPS_TASK) == [
         "2 sitemaps read, 6 URLs listed, 3 in scope; "
-        "2 pages selected, 2 queued for Crawlbase, 0 skipped (in flight), "
-        "0 queued for the built-in fetcher, 0 URLs out of every scope"
+        "2 pages selected: 2 queued for Crawlbase"
     ]
     pushes_send()
     # The seed, then the sitemap's covered URLs (tracking parameters dropped), up
@@ -426,6 +425,28 @@ def test_a_missing_sitemap_is_reported_and_the_seeds_still_go(
         f"{mapped_site.url('/sitemap.xml')}: HTTP 404"
     )
     assert plan.queued == 0
+
+
+@pytest.mark.django_db
+def test_a_known_page_the_sitemap_dates_after_its_last_check_is_due_for_a_push(
+    mapped_site, mapped_source, crawlbase
+):
+    # /docs/a/ was checked before the sitemap's date (2026-11-01), /docs/b/ after.
+    checked = {"/docs/a/": datetime(2026, 10, 1, tzinfo=UTC),
+               "/docs/b/": datetime(2026, 11, 20, tzinfo=UTC)}  # fmt: skip
+    for path, at in checked.items():
+        Page.objects.create(
+            source=mapped_source, url=mapped_site.url(path), status=Page.Status.LIVE,
+            last_verified_at=at, next_crawl_at=timezone.now() + timedelta(days=5),
+        )  # fmt: skip
+
+    source_sitemaps_push(source=mapped_source)
+
+    due = Page.objects.due(now=timezone.now()).filter(last_verified_at__isnull=False)
+    assert list(due.values_list("url", flat=True)) == [mapped_site.url("/docs/a/")]
+    plan = recrawl_due(source=mapped_source)
+    assert mapped_site.url("/docs/a/") in queued_urls() and plan.queued >= 1
+    assert mapped_site.url("/docs/b/") not in queued_urls()
 
 
 @pytest.mark.django_db
@@ -680,6 +701,23 @@ def test_pages_timed_by_hand_or_backing_off_keep_their_time(source):
         Page.objects.get(pk=p.pk).next_crawl_at < now + timedelta(days=30)
         for p in others
     )
+
+
+@pytest.mark.django_db
+def test_a_page_a_sitemap_dated_after_its_last_check_stays_due_through_a_plan(
+    source,
+):
+    now = timezone.now()
+    dated, *others = checked_pages(source, now, count=4)
+    pages_sitemap_dated(
+        source=source, entries=[Entry(dated.url, now - timedelta(hours=1))], now=now
+    )
+
+    source_schedule_replan(source=source, now=now)
+
+    dated.refresh_from_db()
+    assert dated.next_crawl_at == now
+    assert all(Page.objects.get(pk=p.pk).next_crawl_at > now for p in others)
 
 
 @pytest.mark.django_db

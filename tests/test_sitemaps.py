@@ -30,6 +30,23 @@ def test_a_url_set_gives_its_pages_with_their_lastmod():
     assert sitemap.sitemaps == []
 
 
+def test_a_lastmod_of_a_day_alone_may_have_changed_until_the_days_end():
+    dated = {
+        "https://a.example/day": "2026-11-30",
+        "https://a.example/hour": "2026-11-30T10:00:00Z",
+    }
+    sitemap = sitemap_parse(
+        sitemap_xml([*dated, "https://a.example/none"], lastmod=dated).encode()
+    )
+
+    day, hour, none = sitemap.pages
+    assert (day.lastmod, day.day_only) == (datetime(2026, 11, 30, tzinfo=UTC), True)
+    assert day.changed_by == datetime(2026, 12, 1, tzinfo=UTC)
+    assert hour.changed_by == hour.lastmod == datetime(2026, 11, 30, 10, tzinfo=UTC)
+    assert not hour.day_only
+    assert none.lastmod is None and none.changed_by is None
+
+
 def test_an_index_gives_its_child_sitemaps_and_gzip_is_read():
     data = gzip.compress(sitemap_xml(["https://a.example/s1.xml"], index=True).encode())
 

@@ -4,4 +4,11 @@ module of each admin: importing one registers its model."""
 
 from __future__ import annotations
 
-from ingest.admin import crawls, deliveries, pages, pushes, sources  # noqa: F401
+from ingest.admin import (  # noqa: F401
+    crawls,
+    deliveries,
+    pages,
+    publish,
+    pushes,
+    sources,
+)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db.models import OuterRef, QuerySet, Subquery, Sum
 from django.db.models.functions import Coalesce
@@ -15,6 +15,7 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
+from django.utils.timesince import timeuntil
 from django.views.decorators.http import require_POST
 
 from ingest import stats
@@ -22,6 +23,7 @@ from ingest.admin.plans import plan_report
 from ingest.crawl.claims import hosts_paused
 from ingest.crawl.robots import origin_of
 from ingest.models import Delivery
+from ingest.publish import publish_check_request
 from ingest.recrawl import RECRAWL_PERMISSION, recrawl_due, source_crawl_start
 from ingest.rederive import READING_FIELDS, source_reading_changed
 from kbsite.admin_utils import ago, number, tokens_cost
@@ -42,11 +44,12 @@ def fetcher_problems(source: Source) -> list[str]:
 
 
 OVERVIEW = ["pages_overview", "index_overview", "last_delivery", "last_error",
-            "hosts_paused", "callback_url", "fetcher_status"]  # fmt: skip
+            "last_check", "hosts_paused", "callback_url",
+            "fetcher_status"]  # fmt: skip
 
 
 class CrawlingSourceAdmin(SourceAdmin):
-    actions = ["crawl_now", "recrawl_due_pages"]
+    actions = ["check_for_changes", "crawl_now", "recrawl_due_pages"]
     list_display = [*SourceAdmin.list_display, "tokens_week"]
     readonly_fields = [*SourceAdmin.readonly_fields, *OVERVIEW]
 
@@ -102,10 +105,10 @@ class CrawlingSourceAdmin(SourceAdmin):
         if not self.has_recrawl_permission(request):
             return []
         return [
+            {"url": reverse("admin:sources_source_check", args=[source.pk]),
+             "label": "Check for changes now"},
             {"url": reverse("admin:sources_source_crawl_now", args=[source.pk]),
              "label": "Crawl now (from the seeds)"},
-            {"url": reverse("admin:sources_source_recrawl_due", args=[source.pk]),
-             "label": "Recrawl the due pages"},
         ]  # fmt: skip
 
     def get_urls(self) -> list[Any]:
@@ -113,22 +116,35 @@ class CrawlingSourceAdmin(SourceAdmin):
             return self.admin_site.admin_view(require_POST(func))
 
         return [
+            path("<path:object_id>/check/", view(self.check_view),
+                 name="sources_source_check"),
             path("<path:object_id>/crawl-now/", view(self.crawl_now_view),
                  name="sources_source_crawl_now"),
-            path("<path:object_id>/recrawl-due/", view(self.recrawl_due_view),
-                 name="sources_source_recrawl_due"),
             *super().get_urls(),
         ]  # fmt: skip
+
+    def check_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        source = self._changeable(request, object_id)
+        self._check_report(request, source)
+        return self._back(source)
 
     def crawl_now_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         source = self._changeable(request, object_id)
         plan_report(self, request, source_crawl_start(source=source))
         return self._back(source)
 
-    def recrawl_due_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
-        source = self._changeable(request, object_id)
-        plan_report(self, request, recrawl_due(source=source))
-        return self._back(source)
+    def _check_report(self, request: HttpRequest, source: Source) -> None:
+        """Queue a check of the source for changes, and say what it will do."""
+        check, created = publish_check_request(source=source, user=request.user)
+        if created:
+            self.message_user(request, f"Check for changes: {check.summary()}")
+            return
+        self.message_user(
+            request,
+            f"A check of {source} for changes is already queued (asked "
+            f"{check.requests:,} times): this request joined it, nothing was added.",
+            messages.WARNING,
+        )
 
     def _changeable(self, request: HttpRequest, object_id: str) -> Source:
         source = self.get_object(request, object_id)
@@ -213,6 +229,25 @@ class CrawlingSourceAdmin(SourceAdmin):
             page.last_error,
         )
 
+    @admin.display(description="last check for changes")
+    def last_check(self, obj: Source) -> str:
+        check = obj.publish_checks.order_by("-requested_at", "-pk").first()
+        tokens = obj.publish_tokens.filter(revoked_at=None).count()
+        token_list = reverse("admin:ingest_publishtoken_changelist")
+        token_add = reverse("admin:ingest_publishtoken_add")
+        tokens_link = format_html(
+            '<a href="{}?source__id__exact={}">{} active publish token{}</a> '
+            '(for a CI step after a deploy: <a href="{}?source={}">make one</a>)',
+            token_list, obj.pk, tokens, "" if tokens == 1 else "s", token_add, obj.pk,
+        )  # fmt: skip
+        if check is None:
+            return format_html("None yet. {}", tokens_link)
+        url = reverse("admin:ingest_publishcheck_change", args=[check.pk])
+        return format_html(
+            '<a href="{}">{}</a>: {} {}',
+            url, ago(check.requested_at), check.summary(), tokens_link,
+        )  # fmt: skip
+
     @admin.display(description="hosts paused")
     def hosts_paused(self, obj: Source) -> str:
         """Hosts of the source's seeds that asked for a wait beyond
@@ -248,6 +283,16 @@ class CrawlingSourceAdmin(SourceAdmin):
     # -- actions on many sources -------------------------------------------------
 
     @admin.action(
+        description="Check the selected sources for changes now",
+        permissions=["recrawl"],
+    )
+    def check_for_changes(
+        self, request: HttpRequest, queryset: QuerySet[Source]
+    ) -> None:
+        for source in queryset:
+            self._check_report(request, source)
+
+    @admin.action(
         description="Crawl the selected sources now (from their seeds)",
         permissions=["recrawl"],
     )
@@ -263,7 +308,22 @@ class CrawlingSourceAdmin(SourceAdmin):
         self, request: HttpRequest, queryset: QuerySet[Source]
     ) -> None:
         for source in queryset:
-            plan_report(self, request, recrawl_due(source=source))
+            plan = recrawl_due(source=source)
+            if plan.selected or plan.busy:
+                plan_report(self, request, plan)
+                continue
+            self.message_user(request, _nothing_due(source), messages.WARNING)
+
+
+def _nothing_due(source: Source) -> str:
+    """Why the due pages' recrawl did nothing, and what would."""
+    upcoming = source.pages.exclude(next_crawl_at=None).order_by("next_crawl_at")
+    nxt = upcoming.values_list("next_crawl_at", flat=True).first()
+    when = f"the next is due in {timeuntil(nxt)}" if nxt else "none is scheduled"
+    return (
+        f"No page of {source} is due ({when}). To look at every page now, after "
+        "publishing, use Check the selected sources for changes now."
+    )
 
 
 admin.site.unregister(Source)

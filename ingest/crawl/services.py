@@ -75,14 +75,20 @@ def page_fetch_queue(*, page_ids: Iterable[int]) -> int:
     """Fetch these pages again (the recrawl planner's entry point for sources this
     product crawls itself): conditional requests, and links to pages the source
     does not have yet followed one level. Pages of Crawlbase sources are left out.
-    Returns how many were queued."""
+    The pages are fetched in the order given (a URL new to the crawl goes after
+    those it has). Returns how many were queued."""
+    ids = list(page_ids)
     pages = Page.objects.filter(
-        pk__in=list(page_ids),
+        pk__in=ids,
         source__fetcher__in=[Source.Fetcher.DIRECT, Source.Fetcher.NSTPROXY],
     )
+    found = {pk: (source_id, url) for pk, source_id, url in
+             pages.values_list("pk", "source_id", "url")}  # fmt: skip
     by_source: dict[int, list[str]] = {}
-    for source_id, url in pages.values_list("source_id", "url"):
-        by_source.setdefault(source_id, []).append(url)
+    for pk in dict.fromkeys(ids):
+        if pk in found:
+            source_id, url = found[pk]
+            by_source.setdefault(source_id, []).append(url)
     queued = 0
     for source_id, urls in by_source.items():
         with transaction.atomic():

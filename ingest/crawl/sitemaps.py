@@ -3,13 +3,18 @@ hop to it, and what a sitemap lists, taken into the frontier."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from django.db import transaction
+from django.utils import timezone
 
 from ingest.crawl import admission, results
 from ingest.crawl.admission import Found
 from ingest.crawl.context import Context, Reached, Stop
 from ingest.models import Crawl, CrawlUrl
-from kbsite.sitemaps import SitemapError, origin_sitemaps, sitemap_parse
+from kbsite.canonical import canonical_url_or_none
+from kbsite.sitemaps import Entry, SitemapError, origin_sitemaps, sitemap_parse
+from sources.services import pages_sitemap_dated
 
 Result = CrawlUrl.Result
 
@@ -45,6 +50,14 @@ def sitemap_read(ctx: Context, row: CrawlUrl, reached: Reached) -> str:
         queued = admission.urls_admit(
             crawl=ctx.crawl, found=found, scope=ctx.scope, known=ctx.known
         )
+        # The pages it dates after their last check are due: the planner hands
+        # those this crawl fetched before reading it back to the crawl (a
+        # crawl fetches a URL once); the others it is about to fetch anyway.
+        pages_sitemap_dated(
+            source=ctx.crawl.source,
+            entries=_canonical(sitemap.pages),
+            now=timezone.now(),
+        )
         note = f"{len(sitemap.pages)} pages, {len(sitemap.sitemaps)} sitemaps listed"
         results.url_finish(
             row=row,
@@ -53,3 +66,13 @@ def sitemap_read(ctx: Context, row: CrawlUrl, reached: Reached) -> str:
             error=f"{note}; {queued} new URLs queued",
         )
     return Result.FETCHED
+
+
+def _canonical(entries: list[Entry]) -> list[Entry]:
+    """The dated entries, under their canonical URLs (the pages' keys)."""
+    found = []
+    for entry in entries:
+        url = canonical_url_or_none(entry.url) if entry.lastmod else None
+        if url:
+            found.append(replace(entry, url=url))
+    return found

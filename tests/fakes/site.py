@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -175,10 +175,20 @@ class FakeSite:
             handler.wfile.write(body)
 
 
-def sitemap_xml(urls: list[str], *, index: bool = False) -> str:
+def sitemap_xml(
+    urls: list[str],
+    *,
+    index: bool = False,
+    lastmod: str | Mapping[str, str] = "2026-11-01",
+) -> str:
+    """A url set (or an index) of these URLs, each dated ``lastmod``: one date for
+    all, or each URL's own (a URL the mapping leaves out has no lastmod)."""
     tag, item = ("sitemapindex", "sitemap") if index else ("urlset", "url")
+    dates = lastmod if isinstance(lastmod, Mapping) else dict.fromkeys(urls, lastmod)
     entries = "".join(
-        f"<{item}><loc>{url}</loc><lastmod>2026-11-01</lastmod></{item}>"
+        f"<{item}><loc>{url}</loc>"
+        + (f"<lastmod>{dates[url]}</lastmod>" if url in dates else "")
+        + f"</{item}>"
         for url in urls
     )
     return (
