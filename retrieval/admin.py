@@ -169,7 +169,7 @@ class QueryLogAdmin(VisibleRowsAdmin, ReadOnlyAdmin):
     source_path = None  # its asker and its chunks decide: see visible_rows
     list_display = ["asked_at", "question", "result", "user", "feedback",
                     "latency"]  # fmt: skip
-    list_filter = ["kind", "abstained", "feedback"]
+    list_filter = ["kind", "abstained", "feedback", "status"]
     search_fields = ["text"]
     list_select_related = ["user"]
     list_defer = ["scores"]

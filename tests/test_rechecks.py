@@ -200,3 +200,27 @@ class AnswerReadAgainTests(RecheckWorld):
     def api(self, log_id: int, user=None):
         self.client.force_login(user or self.reader)
         return self.client.get(f"/api/answers/{log_id}/")
+
+
+class ChangesInTheAdminTests(RecheckWorld):
+    def test_a_change_says_how_many_answers_it_affected_and_the_source_its_week(self):
+        self.ask()
+        change = self.edit_queues("stops workers from taking new jobs",
+                                  "stops workers from taking any new job")  # fmt: skip
+        self.client.force_login(
+            User.objects.create_superuser("admin", "a@example.com", "pw")
+        )
+
+        changes = self.client.get("/admin/sources/pageversion/", {"kind": "changed"})
+        affected = self.client.get(
+            "/admin/retrieval/querylog/", {"stale_change__id__exact": change.pk}
+        )
+        overview = self.client.get(f"/admin/sources/source/{self.harbor.pk}/change/")
+
+        link = f'?stale_change__id__exact={change.pk}">1</a>'
+        assert link.encode() in changes.content
+        assert affected.status_code == 200
+        assert b"How do I pause a queue?" in affected.content
+        assert b"11 page changes in the last 7 days</a>: 10 new, 1 changed" in (
+            overview.content
+        )

@@ -4,12 +4,13 @@ of the source's pages, index, deliveries and fetcher settings."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
-from django.db.models import OuterRef, QuerySet, Subquery, Sum
+from django.db.models import Count, OuterRef, QuerySet, Subquery, Sum
 from django.db.models.functions import Coalesce
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import path, reverse
@@ -28,7 +29,7 @@ from ingest.recrawl import RECRAWL_PERMISSION, recrawl_due, source_crawl_start
 from ingest.rederive import READING_FIELDS, source_reading_changed
 from kbsite.admin_utils import ago, number, tokens_cost
 from sources.admin.sources import SourceAdmin
-from sources.models import Source
+from sources.models import PageVersion, Source
 
 FETCHER_SETTINGS = {
     Source.Fetcher.CRAWLBASE: ["CRAWLBASE_TOKEN", "CRAWLBASE_CRAWLER", "WEBHOOK_TOKEN"],
@@ -43,9 +44,19 @@ def fetcher_problems(source: Source) -> list[str]:
     return [f"{name} is not set" for name in needed if not getattr(settings, name)]
 
 
-OVERVIEW = ["pages_overview", "index_overview", "last_delivery", "last_error",
+OVERVIEW = ["pages_overview", "index_overview", "changes_overview", "last_delivery",
+            "last_error",
             "last_check", "hosts_paused", "callback_url",
             "fetcher_status"]  # fmt: skip
+
+
+# Each kind of change in a word, in the order a summary lists them.
+KIND_WORDS = {
+    PageVersion.Kind.NEW: "new", PageVersion.Kind.CHANGED: "changed",
+    PageVersion.Kind.DELETED: "gone", PageVersion.Kind.RESTORED: "back",
+    PageVersion.Kind.MOVED: "moved", PageVersion.Kind.DUPLICATE: "duplicates",
+    PageVersion.Kind.OUT_OF_SCOPE: "out of scope",
+}  # fmt: skip
 
 
 class CrawlingSourceAdmin(SourceAdmin):
@@ -200,6 +211,31 @@ class CrawlingSourceAdmin(SourceAdmin):
             number(o.tokens_ever),
             f" (≈ {ever})" if ever else "",
         )
+
+    @admin.display(description="changes")
+    def changes_overview(self, obj: Source) -> str:
+        """What the last week's crawls changed, linked to the list of changes."""
+        week = timezone.now() - timedelta(days=7)
+        steps = PageVersion.objects.filter(source=obj, recorded_at__gte=week)
+        kinds = dict(steps.values_list("kind").annotate(n=Count("pk")).order_by())
+        url = reverse("admin:sources_pageversion_changelist")
+        if not kinds:
+            return format_html(
+                'No page changed in the last 7 days (<a href="{}?source__id__exact={}">'
+                "every change</a>).",
+                url, obj.pk,
+            )  # fmt: skip
+        parts = ", ".join(
+            f"{kinds[kind]} {word}"
+            for kind, word in KIND_WORDS.items()
+            if kind in kinds
+        )
+        return format_html(
+            '<a href="{}?source__id__exact={}&recorded_at__gte={}">{} page change{} '
+            "in the last 7 days</a>: {}",
+            url, obj.pk, week.date().isoformat(), sum(kinds.values()),
+            "" if sum(kinds.values()) == 1 else "s", parts,
+        )  # fmt: skip
 
     @admin.display(description="last delivery")
     def last_delivery(self, obj: Source) -> str:

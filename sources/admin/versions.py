@@ -4,7 +4,7 @@ the version before."""
 from __future__ import annotations
 
 from django.contrib import admin
-from django.db.models import QuerySet
+from django.db.models import Count, QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
@@ -39,7 +39,8 @@ class PageVersionInline(admin.TabularInline):
 class PageVersionAdmin(VisibleRowsAdmin, ReadOnlyAdmin):
     menu_order = 3
     source_path = "page__source"
-    list_display = ["page_title", "source", "kind", "what", "recorded_at", "compare"]
+    list_display = ["page_title", "source", "kind", "what", "recorded_at", "compare",
+                    "answers"]  # fmt: skip
     list_filter = ["kind", "source"]
     list_defer = ["markdown"]
     search_fields = ["page__title", "page__url", "content_hash"]
@@ -48,6 +49,22 @@ class PageVersionAdmin(VisibleRowsAdmin, ReadOnlyAdmin):
 
     hash = hash_column("content_hash", "content hash")
     compare = PageVersionInline.compare
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[PageVersion]:
+        return (
+            super().get_queryset(request).annotate(affected=Count("answers_affected"))
+        )
+
+    @admin.display(description="answers affected", ordering="affected")
+    def answers(self, obj: PageVersion) -> str:
+        """Logged answers that quoted text this change took away."""
+        if not obj.affected:  # type: ignore[attr-defined]
+            return "—"
+        url = reverse("admin:retrieval_querylog_changelist")
+        return format_html(
+            '<a href="{}?stale_change__id__exact={}">{}</a>',
+            url, obj.pk, obj.affected,  # type: ignore[attr-defined]
+        )  # fmt: skip
 
     @admin.display(description="what changed")
     def what(self, obj: PageVersion) -> str:
