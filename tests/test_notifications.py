@@ -6,6 +6,7 @@ e-mail subscribers as one digest per batch."""
 from __future__ import annotations
 
 from datetime import timedelta
+from unittest import mock
 
 import pytest
 from django.conf import settings
@@ -22,6 +23,7 @@ from ingest.models import (
     Subscription,
     SubscriptionChange,
 )
+from ingest.notify.sending import Attempt
 from ingest.notify.services import (
     SendReport,
     notifications_prepare,
@@ -266,6 +268,36 @@ class WebhookTests(NotifyWorld):
 
         assert report.sent == 1
         assert self.bodies()[0]["id"] == str(notification.key)
+
+    def test_a_fault_while_sending_is_a_failed_attempt_not_a_stuck_claim(self):
+        self.subscribe()
+        self.ingest(URL, body=INSTALL)
+
+        with mock.patch(
+            "ingest.notify.services.webhook_post", side_effect=RuntimeError("boom")
+        ):
+            assert self.send().failed == 1
+
+        notification = Notification.objects.get()
+        assert notification.state == Notification.State.WAITING
+        assert notification.last_error == "RuntimeError: boom"
+        assert self.send(after=31).sent == 1
+
+    def test_a_subscription_deleted_while_sending_leaves_no_trace(self):
+        subscription = self.subscribe()
+        self.ingest(URL, body=INSTALL)
+        sent = notifications_send
+
+        def delete_then_post(**kwargs):
+            Subscription.objects.filter(pk=subscription.pk).delete()
+            return Attempt(ok=True, status=200)
+
+        with mock.patch(
+            "ingest.notify.services.webhook_post", side_effect=delete_then_post
+        ):
+            assert sent(now=timezone.now()).sent == 1
+
+        assert not NotificationAttempt.objects.exists()
 
     def test_a_change_rolled_back_is_never_sent(self):
         self.subscribe()

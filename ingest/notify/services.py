@@ -201,18 +201,25 @@ def notification_send(
     at = now or timezone.now()
     if not notification.mark_claimed(at=at):
         return None
+    try:
+        attempt = _attempt(notification)
+    except Exception as exc:  # a fault here must not leave it claimed until Q_RETRY
+        logger.exception("notification %s could not be sent", notification.pk)
+        attempt = Attempt(ok=False, error=f"{type(exc).__name__}: {exc}"[:500])
+    attempt_record(notification=notification, attempt=attempt, now=at)
+    return attempt
+
+
+def _attempt(notification: Notification) -> Attempt:
     subscription = notification.subscription
     if subscription.channel == Subscription.Channel.WEBHOOK:
-        attempt = webhook_post(
+        return webhook_post(
             url=subscription.url,
             secret=subscription.secret,
             delivery_id=str(notification.key),
             body=notification.body.encode(),
         )
-    else:
-        attempt = _email(subscription, notification)
-    attempt_record(notification=notification, attempt=attempt, now=at)
-    return attempt
+    return _email(subscription, notification)
 
 
 def _email(subscription: Subscription, notification: Notification) -> Attempt:
@@ -236,6 +243,10 @@ def attempt_record(
     at once when the address guard refuses its URL) the subscription disabled."""
     subscription = notification.subscription
     with transaction.atomic():
+        # Locked: a subscription deleted meanwhile waits, or is gone already.
+        held = Notification.objects.select_for_update().filter(pk=notification.pk)
+        if not held.exists():
+            return
         NotificationAttempt.objects.create(
             subscription=subscription,
             notification=notification,
