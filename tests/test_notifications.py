@@ -483,6 +483,7 @@ class EmailDigestTests(NotifyWorld):
             in text
         )
         assert title in text, "plain text is not escaped"
+        assert "ops@example.com" not in text, "no one sees the other addresses"
         ((html, kind),) = message.alternatives
         assert kind == "text/html"
         assert "Guide &lt;b&gt;bold&lt;/b&gt;" in html and "<b>bold" not in html

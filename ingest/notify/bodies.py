@@ -82,7 +82,7 @@ def digest_subject(payload: dict[str, Any]) -> str:
     return text if len(text) <= SUBJECT_CHARS else text[: SUBJECT_CHARS - 1] + "…"
 
 
-def digest_context(payload: dict[str, Any], *, addresses: list[str]) -> dict:
+def digest_context(payload: dict[str, Any]) -> dict:
     return {
         "payload": payload,
         "changes": payload["changes"],
@@ -92,13 +92,13 @@ def digest_context(payload: dict[str, Any], *, addresses: list[str]) -> dict:
         "atom_url": absolute(
             reverse("feeds-source-atom", args=[payload["source"]["id"]])
         ),
-        "addresses": addresses,
     }
 
 
-def digest_texts(payload: dict[str, Any], *, addresses: list[str]) -> tuple[str, str]:
-    """The digest as plain text and as HTML (scraped titles escaped)."""
-    context = digest_context(payload, addresses=addresses)
+def digest_texts(payload: dict[str, Any]) -> tuple[str, str]:
+    """The digest as plain text and as HTML (scraped titles escaped). It names
+    no address: each recipient gets a copy of their own."""
+    context = digest_context(payload)
     return (
         render_to_string("ingest/notify/digest.txt", context),
         render_to_string("ingest/notify/digest.html", context),

@@ -224,10 +224,9 @@ def _attempt(notification: Notification) -> Attempt:
 
 def _email(subscription: Subscription, notification: Notification) -> Attempt:
     payload = json.loads(notification.body)
-    addresses = subscription.addresses()
-    text, html = digest_texts(payload, addresses=addresses)
+    text, html = digest_texts(payload)
     return email_send(
-        addresses=addresses,
+        addresses=subscription.addresses(),
         subject=digest_subject(payload),
         text=text,
         html=html,
