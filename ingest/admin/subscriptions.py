@@ -60,7 +60,7 @@ class DisabledFilter(admin.SimpleListFilter):
 
 @admin.register(Subscription)
 class SubscriptionAdmin(VisibleRowsAdmin):
-    menu_order = 2
+    menu_order = 6
     source_path = "source"
     form = SubscriptionForm
     list_display = ["name", "source", "target", "condition", "sent", "failures"]
@@ -197,7 +197,7 @@ class SubscriptionAdmin(VisibleRowsAdmin):
 
 @admin.register(Notification)
 class NotificationAdmin(VisibleRowsAdmin, ReadOnlyAdmin):
-    menu_order = 3
+    menu_order = 7
     source_path = "subscription__source"
     list_display = ["key", "subscription", "state", "changes_count", "attempts",
                     "last_status", "created_at"]  # fmt: skip
@@ -211,7 +211,7 @@ class NotificationAdmin(VisibleRowsAdmin, ReadOnlyAdmin):
 
 @admin.register(NotificationAttempt)
 class NotificationAttemptAdmin(VisibleRowsAdmin, ReadOnlyAdmin):
-    menu_order = 4
+    menu_order = 8
     source_path = "subscription__source"
     list_display = ["attempted_at", "subscription", "number", "ok", "status",
                     "duration_ms", "error"]  # fmt: skip
