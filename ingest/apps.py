@@ -34,6 +34,12 @@ def _ensure_schedules(sender: AppConfig, **kwargs: Any) -> None:
             "ingest: resume crawls": ("ingest.tasks.crawls_resume_task", 10),
             # A backstop: pushes are also sent as soon as they are queued.
             "ingest: send queued pushes": ("ingest.tasks.pushes_send_task", 1),
+            # Bursts of changes settle for NOTIFY_QUIET_SECONDS before they go out.
+            "ingest: send notifications": ("ingest.tasks.notifications_send_task", 1),
+            "ingest: prune the notification log": (
+                "ingest.tasks.notifications_prune_task",
+                60,
+            ),
         },
     )
 
@@ -54,6 +60,17 @@ def _source_saved(
         pages_rescope_soon()
 
 
+def _change_recorded(
+    sender: type, instance: Any, created: bool, raw: bool = False, **kwargs: Any
+) -> None:
+    """A change just recorded goes to the subscriptions that want it, in the
+    transaction that records it (``ingest.notify``), whichever code recorded it."""
+    if created and not raw:
+        from ingest.notify.services import change_route
+
+        change_route(change=instance)
+
+
 def _worker_started(sender: Any, **kwargs: Any) -> None:
     # Imported when a worker starts, not with the app in every process.
     from ingest.resume import worker_started
@@ -72,5 +89,6 @@ class IngestConfig(AppConfig):
 
         post_migrate.connect(_ensure_schedules, sender=self)
         post_save.connect(_source_saved, sender="sources.Source")
+        post_save.connect(_change_recorded, sender="sources.PageVersion")
         # Each worker process django-q2 starts resumes the running crawls at once.
         post_spawn.connect(_worker_started, dispatch_uid="ingest.worker_started")

@@ -746,3 +746,13 @@ class PublishCheck(models.Model):
 
 def _count(number: int, noun: str) -> str:
     return f"{number:,} {noun}{'' if number == 1 else 's'}"
+
+
+# -- outgoing notifications (ingest.notify) -----------------------------------------
+
+from ingest.notify.models import (  # noqa: E402, F401  (the app's models too)
+    Notification,
+    NotificationAttempt,
+    Subscription,
+    SubscriptionChange,
+)

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 from ingest.crawl.jobs import crawl_work
+from ingest.notify.services import (
+    notifications_prune,
+    notifications_send,
+    notifications_send_soon,
+)
 from ingest.process import delivery_process
 from ingest.publish import publish_check_run
 from ingest.pushing import PushingUnavailable, pushes_send
@@ -79,3 +84,14 @@ def pushes_send_task() -> str:
 
 def publish_check_run_task(check_id: int) -> str:
     return publish_check_run(check_id=check_id)
+
+
+def notifications_send_task() -> str:
+    report = notifications_send(seconds=SEND_SECONDS)
+    if report.more:
+        notifications_send_soon()
+    return str(report)
+
+
+def notifications_prune_task() -> int:
+    return notifications_prune()

@@ -37,3 +37,13 @@ def queue_retry_enforce(*, timeout: int, retry: int) -> None:
             f"Q_RETRY={retry} must be greater than Q_TIMEOUT={timeout}: a job still "
             "running would be handed to a second worker"
         )
+
+
+def email_security_enforce(*, use_tls: bool, use_ssl: bool) -> None:
+    """SMTP is either STARTTLS or TLS from the start, not both (Django refuses it
+    only when the first mail is sent)."""
+    if use_tls and use_ssl:
+        raise ImproperlyConfigured(
+            "EMAIL_USE_TLS and EMAIL_USE_SSL are both true: choose one (SSL for "
+            "port 465, TLS for STARTTLS on 587)"
+        )

@@ -24,6 +24,7 @@ from kbsite.logging_config import logging_config
 from kbsite.secret_key import secret_key_kept
 from kbsite.setting_rules import (
     body_limits_enforce,
+    email_security_enforce,
     openai_key_enforce,
     queue_retry_enforce,
 )
@@ -253,6 +254,35 @@ REJECTED_BODY_KEEP_DAYS = env_int("REJECTED_BODY_KEEP_DAYS", 14, minimum=0)
 # source's live pages, is boilerplate and is stripped before hashing and chunking.
 BOILERPLATE_MIN_PAGES = env_int("BOILERPLATE_MIN_PAGES", 10, minimum=2)
 BOILERPLATE_MIN_SHARE = env_int("BOILERPLATE_MIN_SHARE", 50, minimum=1, maximum=100)
+
+# -- Outgoing notifications (ingest.notify) ------------------------------------
+# A subscription's changes are sent once its burst has settled: no new change for
+# NOTIFY_QUIET_SECONDS, or the oldest waiting NOTIFY_MAX_WAIT_SECONDS.
+NOTIFY_QUIET_SECONDS = env_int("NOTIFY_QUIET_SECONDS", 60, minimum=0)
+NOTIFY_MAX_WAIT_SECONDS = env_int("NOTIFY_MAX_WAIT_SECONDS", 900, minimum=0)
+# Most changes in one webhook body or e-mail; more go in the next.
+NOTIFY_BATCH_MAX = env_int("NOTIFY_BATCH_MAX", 500, minimum=1, maximum=10_000)
+# Seconds a webhook receiver has to connect, take the body and answer (each).
+NOTIFY_TIMEOUT = env_int("NOTIFY_TIMEOUT", 10, minimum=1, maximum=120)
+# A failed send waits NOTIFY_RETRY_SECONDS, doubling with each attempt (or what
+# a Retry-After asks), at most NOTIFY_RETRY_MAX_SECONDS.
+NOTIFY_RETRY_SECONDS = env_int("NOTIFY_RETRY_SECONDS", 30, minimum=0)
+NOTIFY_RETRY_MAX_SECONDS = env_int("NOTIFY_RETRY_MAX_SECONDS", 3600, minimum=0)
+# Failed attempts in a row after which a subscription is disabled.
+NOTIFY_MAX_FAILURES = env_int("NOTIFY_MAX_FAILURES", 10, minimum=1)
+# Days sent notifications and their attempts stay in the log.
+NOTIFY_LOG_KEEP_DAYS = env_int("NOTIFY_LOG_KEEP_DAYS", 30, minimum=1)
+
+# E-mail (digests), through Django's SMTP backend.
+EMAIL_HOST = env_str("EMAIL_HOST", "localhost") or "localhost"
+EMAIL_PORT = env_int("EMAIL_PORT", 25, minimum=1, maximum=65535)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER")
+EMAIL_HOST_PASSWORD = env_secret("EMAIL_HOST_PASSWORD")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+EMAIL_USE_SSL = env_bool("EMAIL_USE_SSL", False)
+email_security_enforce(use_tls=EMAIL_USE_TLS, use_ssl=EMAIL_USE_SSL)
+EMAIL_TIMEOUT = env_int("EMAIL_TIMEOUT", 30, minimum=1)
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "kb@localhost") or "kb@localhost"
 
 # -- Embeddings and answers ----------------------------------------------------
 EMBEDDING_DEFAULTS = {

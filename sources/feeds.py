@@ -15,6 +15,7 @@ so a page costs the same at 100 steps as at 100,000.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import cast
@@ -159,7 +160,9 @@ def _admitted(caller: Caller) -> None:
     )
 
 
-def _entry(request: HttpRequest, step: PageVersion) -> dict:
+def change_entry(step: PageVersion, *, absolute: Callable[[str], str]) -> dict:
+    """A change as the JSON feed shows it (and notifications send it): ``absolute``
+    makes a path of this site into a full URL."""
     page = step.page
     return {
         "id": step.pk,
@@ -183,15 +186,15 @@ def _entry(request: HttpRequest, step: PageVersion) -> dict:
         "page_verified_at": (
             page.last_verified_at.isoformat() if page.last_verified_at else None
         ),
-        "diff_url": _diff_url(request, step),
+        "diff_url": _diff_url(step, absolute),
     }
 
 
-def _diff_url(request: HttpRequest, step: PageVersion) -> str | None:
+def _diff_url(step: PageVersion, absolute: Callable[[str], str]) -> str | None:
     if step.kind not in COMPARABLE:
         return None
     url = reverse("admin:sources_page_diff", args=[step.page_id])
-    return request.build_absolute_uri(f"{url}?b={step.pk}")
+    return absolute(f"{url}?b={step.pk}")
 
 
 def _limit(request: HttpRequest) -> int:
@@ -234,7 +237,9 @@ def changes_json(request: HttpRequest, source_id: int | None = None) -> HttpResp
         next_url = request.build_absolute_uri(f"{request.path}?{query.urlencode()}")
     return JsonResponse(
         {
-            "changes": [_entry(request, step) for step in page],
+            "changes": [
+                change_entry(step, absolute=request.build_absolute_uri) for step in page
+            ],
             "next": next_url,
             "latest": str(Cursor.of(page[0])) if page else request.GET.get("since"),
         }
@@ -262,7 +267,7 @@ def changes_atom(request: HttpRequest, source_id: int | None = None) -> HttpResp
         language="en",
     )
     for step in feed_steps(caller, source_id)[:ATOM_ENTRIES]:
-        entry = _entry(request, step)
+        entry = change_entry(step, absolute=request.build_absolute_uri)
         feed.add_item(
             title=f"{entry['title'] or entry['page_url']}: {entry['summary']}",
             link=entry["diff_url"] or entry["page_url"],

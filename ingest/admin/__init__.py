@@ -1,6 +1,7 @@
-"""The admin of deliveries, pushes and crawls, and the editors' source and page admins
-extended with what ingest does. Django imports only this module, so it imports the
-module of each admin: importing one registers its model."""
+"""The admin of deliveries, pushes and crawls, subscriptions and their
+notifications, and the editors' source and page admins extended with what ingest
+does. Django imports only this module, so it imports the module of each admin:
+importing one registers its model."""
 
 from __future__ import annotations
 
@@ -11,4 +12,5 @@ from ingest.admin import (  # noqa: F401
     publish,
     pushes,
     sources,
+    subscriptions,
 )

@@ -23,7 +23,7 @@ from ingest import stats
 from ingest.admin.plans import plan_report
 from ingest.crawl.claims import hosts_paused
 from ingest.crawl.robots import origin_of
-from ingest.models import Delivery
+from ingest.models import Delivery, Subscription
 from ingest.publish import publish_check_request
 from ingest.recrawl import RECRAWL_PERMISSION, recrawl_due, source_crawl_start
 from ingest.rederive import READING_FIELDS, source_reading_changed
@@ -47,7 +47,7 @@ def fetcher_problems(source: Source) -> list[str]:
 OVERVIEW = ["pages_overview", "index_overview", "changes_overview", "last_delivery",
             "last_error",
             "last_check", "hosts_paused", "callback_url",
-            "fetcher_status"]  # fmt: skip
+            "fetcher_status", "subscriptions"]  # fmt: skip
 
 
 # Each kind of change in a word, in the order a summary lists them.
@@ -315,6 +315,22 @@ class CrawlingSourceAdmin(SourceAdmin):
         return format_html(
             '<strong class="kb-warning">Missing: {}</strong>', "; ".join(problems)
         )
+
+    @admin.display(description="subscriptions")
+    def subscriptions(self, obj: Source) -> str:
+        """Who hears about the source's changes, and a link to add someone."""
+        rows = Subscription.objects.filter(source=obj)
+        count, disabled = rows.count(), rows.exclude(disabled_at=None).count()
+        listing = reverse("admin:ingest_subscription_changelist")
+        add = reverse("admin:ingest_subscription_add")
+        return format_html(
+            '<a href="{}?source__id__exact={}">{} subscription{}</a> (webhooks and '
+            'e-mail digests of its changes){} · <a href="{}?source={}">add one</a>',
+            listing, obj.pk, number(count), "s" if count != 1 else "",
+            format_html(', <strong class="kb-warning">{} disabled</strong>', disabled)
+            if disabled else "",
+            add, obj.pk,
+        )  # fmt: skip
 
     # -- actions on many sources -------------------------------------------------
 

@@ -98,7 +98,7 @@ def addresses_check(host: str, addresses: Iterable[str], allow_private: bool) ->
         if kind:
             where = f"{host} resolves to {address}" if host != address else host
             raise Refused(
-                f"{where}, {kind}; set CRAWL_ALLOW_PRIVATE_ADDRESSES=true to crawl it"
+                f"{where}, {kind}; set CRAWL_ALLOW_PRIVATE_ADDRESSES=true to allow it"
             )
 
 
