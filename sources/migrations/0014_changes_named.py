@@ -4,14 +4,13 @@ from django.db import migrations
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('sources', '0013_feed_tokens'),
+        ("sources", "0013_feed_tokens"),
     ]
 
     operations = [
         migrations.AlterModelOptions(
-            name='pageversion',
-            options={'ordering': ['-recorded_at'], 'verbose_name': 'change'},
+            name="pageversion",
+            options={"ordering": ["-recorded_at"], "verbose_name": "change"},
         ),
     ]
