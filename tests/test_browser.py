@@ -159,7 +159,7 @@ def test_an_editor_reads_a_pages_diff_and_the_dashboard(browser, live_server):
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     full_page_screenshot(browser, SCREENSHOTS / "page-diff.png")
     assert "".join(marks) == "; jobs keep their place"
-    assert hunk == "in ## Pausing a queue"
+    assert hunk == "in Queues › Pausing a queue"
     assert "Queues › Pausing a queue" in cost
 
     browser.find_element(By.CSS_SELECTOR, ".kb-nav a[href$='/dashboard/']").click()
