@@ -8,8 +8,8 @@ over real sockets to both web nodes, a few of them to both at once; a site on
 loopback is crawled by both worker nodes with one request per host at a time; the
 due planner hands a second site's pages to the fetcher; the periodic jobs tick on
 both worker nodes' schedulers. The worker node holding a request to the site is
-frozen, then SIGKILLed with every process of its tree, as a machine that dies, in
-the middle of a delivery's run; then started again.
+frozen, then every process of it SIGKILLed (the kernel closes their connections),
+in the middle of a delivery's run; then started again.
 
 What must hold, and what is printed: every delivery reaches one outcome, once
 (one row per rid, done, one version per page); no text is embedded twice (the
