@@ -63,8 +63,9 @@ def embeddings_ensure(*, texts: dict[str, str], embedder: Embedder) -> EmbedRepo
     a text longer than the model reads gets one vector per window.
 
     Runs outside any transaction: it may call a remote API. Rows are inserted with
-    ON CONFLICT DO NOTHING, so two jobs embedding the same text at once are harmless.
-    Each request is added to the day's usage as soon as it is answered.
+    ON CONFLICT DO NOTHING, so two jobs embedding the same text at once are harmless
+    (both requests are paid for, and counted). Each request is added to the day's
+    usage as soon as it is answered, in the transaction that stores its vectors.
     """
     missing = sorted(embeddings_missing(space=embedder.space, hashes=set(texts)))
     tokens = requests = 0
@@ -79,10 +80,15 @@ def embeddings_ensure(*, texts: dict[str, str], embedder: Embedder) -> EmbedRepo
                               window=number, vector=next(vectors),
                               token_count=count)
                 )  # fmt: skip
-        # All windows of a text in one insert: a text is embedded whole or not at all.
-        Embedding.objects.bulk_create(rows, ignore_conflicts=True)
         sent = sum(row.token_count for row in rows)
-        usage_record(space=embedder.space, requests=1, inputs=len(rows), tokens=sent)
+        # All windows of a text in one insert: a text is embedded whole or not at
+        # all. The usage is committed with the vectors: a job killed between two
+        # commits would leave vectors that no usage counts.
+        with transaction.atomic():
+            Embedding.objects.bulk_create(rows, ignore_conflicts=True)
+            usage_record(
+                space=embedder.space, requests=1, inputs=len(rows), tokens=sent
+            )
         tokens += sent
         requests += 1
     return EmbedReport(

@@ -9,6 +9,11 @@ one statement: due its new interval after its last check, at once when that is
 past. Between plans each check times its page under the plan in force
 (``Page.interval``). ``sources.day_plan`` says why a day plan rather than a
 steady-state one.
+
+A source is planned once a day however many planners run (the schedule's job on
+several worker nodes, a copy of it the queue offers again): each holds the
+source's advisory lock while it reads the source's plan and makes a new one, so
+one that waited reads the plan just made and leaves it.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import math
 from datetime import datetime, timedelta
 from typing import cast
 
+from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -27,6 +33,8 @@ from sources.models import HOUR, Page, Source
 DAY = timedelta(days=1)
 # A plan is made again once it is this old.
 PLAN_LIFETIME = DAY
+# pg_advisory_xact_lock(space, key) space of day plans ("kbdp"), keyed by source.
+PLAN_LOCK_SPACE = 0x6B62_6470
 
 
 def source_schedule_replan(
@@ -54,13 +62,23 @@ def sources_schedule_replan(*, now: datetime | None = None) -> int:
     """Plan every adaptive source whose plan is a day old (or missing); returns
     how many got a plan."""
     now = now or timezone.now()
-    planned = 0
-    for source in Source.objects.filter(adaptive_recrawl=True):
+    adaptive = Source.objects.filter(adaptive_recrawl=True).order_by("pk")
+    return sum(_replan_if_old(pk, now) for pk in adaptive.values_list("pk", flat=True))
+
+
+def _replan_if_old(source_id: int, now: datetime) -> bool:
+    """Plan the source if its plan is a day old (or missing), under its lock: the
+    plan is read after the lock is taken, so a plan another planner made
+    meanwhile is seen. Whether a plan was made."""
+    with transaction.atomic():
+        sql.advisory_xact_lock(space=PLAN_LOCK_SPACE, key=source_id)
+        source = Source.objects.filter(pk=source_id, adaptive_recrawl=True).first()
+        if source is None:
+            return False
         made = (source.schedule_plan or {}).get("planned_at")
         if made and now - datetime.fromisoformat(made) < PLAN_LIFETIME:
-            continue
-        planned += source_schedule_replan(source=source, now=now) is not None
-    return planned
+            return False
+        return source_schedule_replan(source=source, now=now) is not None
 
 
 def pages_retime(*, source: Source, now: datetime) -> int:

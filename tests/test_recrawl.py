@@ -734,6 +734,19 @@ def test_the_hourly_schedule_plans_each_source_once_a_day(source):
     assert fixed.schedule_plan is None
 
 
+@pytest.mark.django_db(transaction=True)
+def test_planners_running_at_once_plan_a_source_once(source):
+    # The hourly job on two worker nodes at once, or run again by the queue.
+    now = timezone.now()
+    checked_pages(source, now, count=40)
+
+    planned = at_once(lambda: sources_schedule_replan(now=now), times=4)
+
+    assert sorted(planned) == [0, 0, 0, 1]
+    source.refresh_from_db()
+    assert source.schedule_plan["planned_at"] == now.isoformat()
+
+
 @pytest.mark.django_db
 def test_migrate_schedules_the_hourly_day_planning():
     from django_q.models import Schedule

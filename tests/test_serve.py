@@ -17,6 +17,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from django.core.management import CommandError, call_command
 from django_q.models import OrmQ
 from django_q.tasks import async_task
 
@@ -330,3 +331,75 @@ def test_a_second_ctrl_c_kills_what_a_long_job_keeps_running(serve):
     assert "processes still running" in output
     left = [(p.pid, " ".join(p.cmdline())) for p in served.left_running()]
     assert not left, f"still running after serve stopped: {left}\n{output}"
+
+
+# -- roles: a web node, a worker node ---------------------------------------------
+
+
+@pytest.mark.parametrize("role", ["--web", "--worker"])
+def test_a_node_role_on_the_embedded_database_is_refused_saying_why(role, settings):
+    settings.DATABASE_URL = ""
+
+    with pytest.raises(CommandError) as refused:
+        call_command("serve", role)
+
+    message = str(refused.value)
+    assert f"serve {role} runs one node of several" in message
+    assert "no other node can reach" in message
+    assert "Set DATABASE_URL" in message
+
+
+def test_a_node_role_without_a_shared_secret_key_is_refused(settings, monkeypatch):
+    settings.DATABASE_URL = "postgres://kb@db.internal:5432/kb"
+    monkeypatch.delenv("SECRET_KEY", raising=False)
+    monkeypatch.delenv("SECRET_KEY_FILE", raising=False)
+
+    with pytest.raises(CommandError, match="Set SECRET_KEY .* on every node"):
+        call_command("serve", "--worker")
+
+
+def _shared_database_env() -> dict[str, str]:
+    """What a node on a shared database is given: its URL (here the suite's own
+    server, through its socket) and one key for every node."""
+    from django.db import connection
+
+    from tests.conftest import _database_url
+
+    params = connection.get_connection_params()
+    url = _database_url(
+        {"USER": "postgres", "HOST": params["host"], "PORT": params["port"],
+         "NAME": connection.settings_dict["NAME"]}
+    )  # fmt: skip
+    return {"DATABASE_URL": url, "SECRET_KEY": "a-key-every-node-shares-0123456789"}
+
+
+def test_a_worker_node_runs_the_cluster_alone_at_full_priority(serve):
+    served = serve("--worker", WORKER_NICE="7", **_shared_database_env())
+    deadline = time.monotonic() + 60
+    while "] running." not in served.output():
+        assert time.monotonic() < deadline, f"no cluster:\n{served.output()}"
+        time.sleep(0.25)
+    served.tree = psutil.Process(served.process.pid).children(recursive=True)
+    base = psutil.Process(served.process.pid).nice()
+
+    assert len(served.named("qcluster")) >= CLUSTER_PROCESSES
+    assert not served.named(WEB)
+    assert {process.nice() for process in served.named("qcluster")} == {base}
+    output = served.stop(signal.SIGTERM)
+    assert served.process.returncode == 0, output
+    assert "Worker node" in output and "Admin:" not in output
+    assert not served.left_running()
+
+
+def test_a_web_node_serves_without_a_cluster(serve):
+    served = serve("--web", "--web-workers", "1", **_shared_database_env())
+    served.wait_until_up(cluster=False)
+    time.sleep(2)  # a cluster, were one started, would be up by now
+    served.tree = psutil.Process(served.process.pid).children(recursive=True)
+
+    assert get(f"{served.url}/healthz/") == (200, '{"ok": true}')
+    assert len(served.named(WEB)) == 1
+    assert not served.named("qcluster")
+    output = served.stop(signal.SIGTERM)
+    assert served.process.returncode == 0, output
+    assert not served.left_running()

@@ -4,6 +4,8 @@ every request it gets."""
 
 from __future__ import annotations
 
+import select
+import socket
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -24,7 +26,8 @@ class Route:
     last_modified: float | None = None  # a Unix time
     # Statuses answered first, one per request, before the route itself.
     first: list[int] = field(default_factory=list)
-    # The request waits until the site's ``release`` is set.
+    # The request waits until the site's ``release`` is set, or its client hangs
+    # up (a timeout, a killed crawler): then it ends unanswered.
     hold: bool = False
     # Seconds the site takes before it answers.
     slow: float = 0.0
@@ -35,6 +38,9 @@ class Hit:
     path: str
     headers: dict[str, str]
     at: float = field(default_factory=time.monotonic)
+    # When the answer began to be written: from ``at`` to then the request is
+    # surely in flight for its client, which sent it before and reads it after.
+    answering: float | None = None
     ended: float | None = None  # when the answer was written
 
 
@@ -89,6 +95,21 @@ class FakeSite:
         with self.lock:
             return [hit.path for hit in self.hits]
 
+    def most_at_once(self) -> int:
+        """The most requests ever in flight together, counted from each one's
+        arrival to the start of its answer (a span inside the client's own, so
+        two that overlap here overlapped for their clients)."""
+        with self.lock:
+            spans = [(hit.at, hit.answering or hit.at) for hit in self.hits]
+        events = sorted(
+            [(start, 1) for start, _ in spans] + [(end, -1) for _, end in spans]
+        )
+        most = running = 0
+        for _, step in events:
+            running += step
+            most = max(most, running)
+        return most
+
     # -- serving -----------------------------------------------------------------
 
     def __enter__(self) -> FakeSite:
@@ -99,6 +120,7 @@ class FakeSite:
                 hit = Hit(self.path, dict(self.headers.items()))
                 with site.lock:
                     site.hits.append(hit)
+                self.hit = hit
                 site.answer(self)
                 hit.ended = time.monotonic()
 
@@ -129,7 +151,8 @@ class FakeSite:
             )
         if route.hold:
             self.held.set()
-            self.release.wait(60)
+            if not self._held_until_released(handler):
+                return None
         time.sleep(route.slow)
         if route.first:
             status = route.first.pop(0)
@@ -142,6 +165,21 @@ class FakeSite:
         if route.status == 200 and self._not_modified(handler, route):
             return self._send(handler, 304, headers, b"")
         self._send(handler, route.status, headers, route.body)
+
+    def _held_until_released(self, handler: BaseHTTPRequestHandler) -> bool:
+        """Wait for ``release`` (60 s at most); False if the client hung up
+        first. The request's span then ends when it was last seen waiting, which
+        is before its client gave up."""
+        deadline = time.monotonic() + 60
+        while True:
+            seen = time.monotonic()
+            if self.release.wait(0.02):
+                return True
+            if _hung_up(handler.connection) or seen > deadline:
+                hit = getattr(handler, "hit", None)
+                if hit is not None:
+                    hit.answering = seen
+                return False
 
     def _not_modified(self, handler: BaseHTTPRequestHandler, route: Route) -> bool:
         match = handler.headers.get("If-None-Match")
@@ -159,6 +197,9 @@ class FakeSite:
         headers: dict[str, str],
         body: bytes,
     ) -> None:
+        hit = getattr(handler, "hit", None)
+        if hit is not None:
+            hit.answering = time.monotonic()
         handler.send_response(status)
         for name, value in headers.items():
             try:
@@ -173,6 +214,15 @@ class FakeSite:
         handler.end_headers()
         if status != 304:
             handler.wfile.write(body)
+
+
+def _hung_up(connection: socket.socket) -> bool:
+    """Whether the client closed its end: readable, with nothing to read."""
+    try:
+        readable, _, _ = select.select([connection], [], [], 0)
+        return bool(readable) and connection.recv(1, socket.MSG_PEEK) == b""
+    except OSError:
+        return True
 
 
 def sitemap_xml(

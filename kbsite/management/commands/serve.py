@@ -1,4 +1,6 @@
-"""``manage.py serve``: the web server and one worker cluster, stopped together."""
+"""``manage.py serve``: the web server and one worker cluster, stopped together; or
+one of them alone, as a node of several sharing one database (``--web``,
+``--worker``)."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import connection
 
 from kbsite import webserver
+from kbsite.env import env_secret
 
 # Up to Q_TIMEOUT a job may run; a stop does not wait that long for it: the job is
 # offered again after Q_RETRY, and the web server's own grace (10 s) fits in this
@@ -31,7 +34,8 @@ PR_SET_PDEATHSIG = 1
 class Command(BaseCommand):
     help = (
         "Run the web server (waitress processes) and one django-q2 cluster (the "
-        "worker) until Ctrl-C, then stop both."
+        "worker) until Ctrl-C, then stop both; or, with --web or --worker, one of "
+        "them as a node of several on one DATABASE_URL."
     )
 
     def add_arguments(self, parser) -> None:
@@ -48,27 +52,49 @@ class Command(BaseCommand):
             help="Number of web server processes (default $WEB_CONCURRENCY, "
             "else one per CPU core: requests are CPU-bound).",
         )
-        parser.add_argument(
+        roles = parser.add_mutually_exclusive_group()
+        roles.add_argument(
+            "--web",
+            action="store_true",
+            help="A web node: the web server alone, beside worker nodes (serve "
+            "--worker) on other machines. Needs DATABASE_URL and SECRET_KEY, the "
+            "same on every node.",
+        )
+        roles.add_argument(
+            "--worker",
+            action="store_true",
+            help="A worker node: the django-q2 cluster alone (its scheduler "
+            "included), beside web nodes (serve --web) and other worker nodes. "
+            "Needs DATABASE_URL and SECRET_KEY, the same on every node.",
+        )
+        roles.add_argument(
             "--no-worker",
             action="store_true",
-            help="Do not start the django-q2 cluster (run it elsewhere).",
+            help="Do not start the django-q2 cluster (run it beside this one with "
+            "manage.py qcluster, e.g. on the embedded database).",
         )
 
-    def handle(self, *args, bind: str, web_workers: int, no_worker: bool, **options):
+    def handle(
+        self,
+        *args,
+        bind: str,
+        web_workers: int,
+        web: bool,
+        worker: bool,
+        no_worker: bool,
+        **options,
+    ):
+        if web or worker:
+            _node_refusal_raise("--web" if web else "--worker")
         # Connecting first starts (or joins) the embedded database and keeps it up for
-        # as long as this command runs.
+        # as long as this command runs; on DATABASE_URL it checks the server.
         connection.ensure_connection()
-        self._announce_login(bind)
         self._signals: list[int] = []
         for signum in STOP_SIGNALS:
             signal.signal(signum, self._note_signal)
-        children = self._start_web(bind, web_workers)
-        if not no_worker:
-            # The worker yields the CPU to the web server: embedding a crawl must
-            # not delay the webhook's answers past Crawlbase's patience.
-            children["worker"] = _spawn(
-                [sys.executable, "manage.py", "qcluster"], nice=settings.WORKER_NICE
-            )
+        children = self._start(
+            bind, web_workers, web=not worker, cluster=not (web or no_worker)
+        )
         name = self._wait_for_signal_or_exit(children)
         if name:
             self.stderr.write(f"The {name} process stopped; stopping the rest.")
@@ -78,6 +104,29 @@ class Command(BaseCommand):
 
     def _note_signal(self, signum: int, frame: FrameType | None) -> None:
         self._signals.append(signum)
+
+    def _start(
+        self, bind: str, web_workers: int, *, web: bool, cluster: bool
+    ) -> dict[str, subprocess.Popen]:
+        children: dict[str, subprocess.Popen] = {}
+        if web:
+            self._announce_login(bind)
+            children = self._start_web(bind, web_workers)
+        if cluster:
+            children["worker"] = self._start_cluster(beside_web=web)
+        return children
+
+    def _start_cluster(self, *, beside_web: bool) -> subprocess.Popen:
+        if not beside_web:
+            workers = settings.Q_CLUSTER["workers"]
+            self.stdout.write(
+                f"Worker node: a django-q2 cluster of {workers} workers and its "
+                "scheduler. Stop with Ctrl-C."
+            )
+        # Beside the web server, the worker yields the CPU to it: embedding a crawl
+        # must not delay the webhook's answers past Crawlbase's patience.
+        nice = settings.WORKER_NICE if beside_web else 0
+        return _spawn([sys.executable, "manage.py", "qcluster"], nice=nice)
 
     def _start_web(self, bind: str, workers: int) -> dict[str, subprocess.Popen]:
         """``workers`` web server processes accepting on one socket opened here:
@@ -161,6 +210,31 @@ class Command(BaseCommand):
         for process in children.values():
             process.wait()
         psutil.wait_procs(leftovers, timeout=5)
+
+
+def _node_refusal_raise(role: str) -> None:
+    """A node of several needs what every node reaches alike: a database server
+    (not the embedded one, a socket of this machine) and one signing key (job
+    queue rows are signed with it; a worker drops a job it cannot verify)."""
+    if not settings.DATABASE_URL:
+        raise CommandError(
+            f"serve {role} runs one node of several, and every node must reach one "
+            "database: DATABASE_URL is unset, so this process would use the "
+            "embedded PostgreSQL, which listens on a socket of this machine alone "
+            "and no other node can reach. Set DATABASE_URL to a PostgreSQL server "
+            "with pgvector that every node reaches (see docs/operations.md), or "
+            "run everything on this machine with manage.py serve (or serve "
+            "--no-worker beside manage.py qcluster)."
+        )
+    if not env_secret("SECRET_KEY"):
+        raise CommandError(
+            f"serve {role} runs one node of several, and every node must sign with "
+            "one key: SECRET_KEY is unset, so this machine would use the key "
+            "generated into its var/ directory. Jobs queued by one node are signed "
+            "with it, and a worker node with another key drops them (and sessions "
+            "signed on one web node are refused by the others). Set SECRET_KEY (or "
+            "SECRET_KEY_FILE) to the same value on every node."
+        )
 
 
 def _spawn(
