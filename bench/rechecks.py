@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import random
 import time
+from datetime import timedelta
 
 from bench.common import deliver_all, django_fresh, start_cluster, stop_cluster
 from bench.corpus import BASE_URL, pages
@@ -47,14 +48,18 @@ def main() -> None:
     rng = random.Random(args.seed)
     django_fresh(database=DATABASE, EMBEDDING_BACKEND="hashing")
     from django.contrib.auth.models import User
-    from django.test import Client
+    from django.core import mail
+    from django.test import Client, override_settings
+    from django.utils import timezone
 
+    from ingest.notify.models import Notification, Subscription, SubscriptionChange
+    from ingest.notify.services import notifications_send
     from retrieval.models import QueryLog
     from retrieval.questions import question_answer
     from retrieval.rechecks import answers_recheck
     from sources.models import PageVersion, Source
 
-    Source.objects.create(name="PostgreSQL 15 manual", seed_urls=BASE_URL)
+    source = Source.objects.create(name="PostgreSQL 15 manual", seed_urls=BASE_URL)
     first = [(url, with_footer(html, "2026-11-01"), 200) for url, html in pages()]
     cluster = start_cluster()
     try:
@@ -70,6 +75,11 @@ def main() -> None:
             f"{time.perf_counter() - started:.1f} s ({answered} with citations)"
         )
         before = PageVersion.objects.count()
+        # Subscribed after the first crawl, as people do: they hear of the recrawl.
+        Subscription.objects.create(
+            source=source, name="docs team", channel=Subscription.Channel.EMAIL,
+            emails="docs@example.com",
+        )  # fmt: skip
         second = recrawl(first, rng)
     finally:
         stop_cluster(cluster)
@@ -94,6 +104,17 @@ def main() -> None:
         entries += len(page["changes"])
         url = page["next"]
     print(f"feed entries: {entries} (of which the recrawl's {changes})")
+    routed = SubscriptionChange.objects.count()
+    with override_settings(
+        EMAIL_BACKEND="django.core.mail.backends.locmem.EmailBackend"
+    ):
+        sent = notifications_send(now=timezone.now() + timedelta(hours=1))
+        outbox = getattr(mail, "outbox", [])
+    print(
+        f"notifications: {routed} changes routed to the e-mail subscription, "
+        f"{sent.made} digest made, {sent.sent} sent ({len(outbox)} e-mail, "
+        f"{Notification.objects.count()} notification rows)"
+    )
 
 
 if __name__ == "__main__":

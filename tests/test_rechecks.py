@@ -224,3 +224,16 @@ class ChangesInTheAdminTests(RecheckWorld):
         assert b"11 page changes in the last 7 days</a>: 10 new, 1 changed" in (
             overview.content
         )
+
+    def test_the_pages_versions_say_what_changed_and_the_answers_affected(self):
+        self.ask()
+        change = self.edit_queues("stops workers from taking new jobs",
+                                  "stops workers from taking any new job")  # fmt: skip
+        self.client.force_login(
+            User.objects.create_superuser("admin", "a@example.com", "pw")
+        )
+
+        page = self.client.get(f"/admin/sources/page/{change.page_id}/change/")
+
+        assert b"1 line changed in Queues \xe2\x80\xba Pausing a queue" in page.content
+        assert f'?stale_change__id__exact={change.pk}">1</a>'.encode() in page.content

@@ -16,7 +16,8 @@ from sources.models import PageVersion
 
 class PageVersionInline(admin.TabularInline):
     model = PageVersion
-    fields = readonly_fields = ("recorded_at", "kind", "hash", "compare")
+    fields = readonly_fields = ("recorded_at", "kind", "what", "hash", "compare",
+                                "answers")  # fmt: skip
     extra = 0
     max_num = 0
     can_delete = False
@@ -25,7 +26,27 @@ class PageVersionInline(admin.TabularInline):
     hash = hash_column("content_hash", "content hash")
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[PageVersion]:
-        return super().get_queryset(request).defer("markdown")
+        return (
+            super()
+            .get_queryset(request)
+            .defer("markdown")
+            .annotate(affected=Count("answers_affected"))
+        )
+
+    @admin.display(description="what changed")
+    def what(self, obj: PageVersion) -> str:
+        return obj.summary
+
+    @admin.display(description="answers affected")
+    def answers(self, obj: PageVersion) -> str:
+        """Logged answers that quoted text this change took away."""
+        if not obj.affected:  # type: ignore[attr-defined]
+            return "—"
+        url = reverse("admin:retrieval_querylog_changelist")
+        return format_html(
+            '<a href="{}?stale_change__id__exact={}">{}</a>',
+            url, obj.pk, obj.affected,  # type: ignore[attr-defined]
+        )  # fmt: skip
 
     @admin.display(description="diff")
     def compare(self, obj: PageVersion) -> str:
@@ -55,20 +76,10 @@ class PageVersionAdmin(VisibleRowsAdmin, ReadOnlyAdmin):
             super().get_queryset(request).annotate(affected=Count("answers_affected"))
         )
 
-    @admin.display(description="answers affected", ordering="affected")
-    def answers(self, obj: PageVersion) -> str:
-        """Logged answers that quoted text this change took away."""
-        if not obj.affected:  # type: ignore[attr-defined]
-            return "—"
-        url = reverse("admin:retrieval_querylog_changelist")
-        return format_html(
-            '<a href="{}?stale_change__id__exact={}">{}</a>',
-            url, obj.pk, obj.affected,  # type: ignore[attr-defined]
-        )  # fmt: skip
-
-    @admin.display(description="what changed")
-    def what(self, obj: PageVersion) -> str:
-        return obj.summary
+    what = PageVersionInline.what
+    answers = admin.display(description="answers affected", ordering="affected")(
+        PageVersionInline.answers
+    )
 
     @admin.display(description="page", ordering="page__title")
     def page_title(self, obj: PageVersion) -> str:
