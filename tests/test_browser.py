@@ -83,15 +83,8 @@ def test_a_person_logs_in_asks_and_reads_a_cited_answer(browser, live_server):
 
     harbor_load()
     ingest_markdown(harbor_url("upgrading"), UPGRADE)
-    User.objects.create_user("reader", password="a long password 1")
 
-    browser.get(f"{live_server.url}/")
-    browser.find_element(By.NAME, "username").send_keys("reader")
-    browser.find_element(By.NAME, "password").send_keys("a long password 1")
-    browser.find_element(By.CSS_SELECTOR, "main form button[type=submit]").click()
-    question = browser.find_element(By.NAME, "q")
-    question.send_keys("How do I upgrade the database schema?")
-    browser.find_element(By.CSS_SELECTOR, "form.ask button").click()
+    reader_asks(browser, live_server, "How do I upgrade the database schema?")
 
     answer = browser.find_element(By.ID, "answer")
     code = answer.find_element(By.CSS_SELECTOR, "pre code").text
@@ -163,11 +156,9 @@ def test_the_shared_link_shows_the_same_answer(browser, live_server):
     from selenium.webdriver.common.by import By
 
     harbor_load()
-    User.objects.create_user("reader", password="a long password 1")
-    browser.get(f"{live_server.url}/accounts/login/?next=/%3Fq%3Dpause%2Ba%2Bqueue")
-    browser.find_element(By.NAME, "username").send_keys("reader")
-    browser.find_element(By.NAME, "password").send_keys("a long password 1")
-    browser.find_element(By.CSS_SELECTOR, "main form button[type=submit]").click()
+    reader_logs_in(
+        browser, f"{live_server.url}/accounts/login/?next=/%3Fq%3Dpause%2Ba%2Bqueue"
+    )
 
     from selenium.webdriver.support import expected_conditions
     from selenium.webdriver.support.ui import WebDriverWait
@@ -238,14 +229,9 @@ def test_a_question_about_a_product_the_docs_never_name_says_so(browser, live_se
     from selenium.webdriver.common.by import By
 
     harbor_load()
-    User.objects.create_user("reader", password="a long password 1")
-    browser.get(f"{live_server.url}/")
-    browser.find_element(By.NAME, "username").send_keys("reader")
-    browser.find_element(By.NAME, "password").send_keys("a long password 1")
-    browser.find_element(By.CSS_SELECTOR, "main form button[type=submit]").click()
-    question = browser.find_element(By.NAME, "q")
-    question.send_keys("How do I restore a Harbor backup taken with Barman?")
-    browser.find_element(By.CSS_SELECTOR, "form.ask button").click()
+    reader_asks(
+        browser, live_server, "How do I restore a Harbor backup taken with Barman?"
+    )
 
     answer = browser.find_element(By.CSS_SELECTOR, "#answer.abstained").text
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
@@ -344,13 +330,7 @@ def test_an_answer_kept_says_when_its_source_changed_it(browser, live_server):
     from retrieval.rechecks import answers_recheck
 
     harbor_load()
-    User.objects.create_user("reader", password="a long password 1")
-    browser.get(f"{live_server.url}/")
-    browser.find_element(By.NAME, "username").send_keys("reader")
-    browser.find_element(By.NAME, "password").send_keys("a long password 1")
-    browser.find_element(By.CSS_SELECTOR, "main form button[type=submit]").click()
-    browser.find_element(By.NAME, "q").send_keys("How do I pause a queue?")
-    browser.find_element(By.CSS_SELECTOR, "form.ask button").click()
+    reader_asks(browser, live_server, "How do I pause a queue?")
     browser.find_element(By.ID, "permalink").click()
     kept = browser.current_url
     queues = (FIXTURES / "corpus" / "queues.md").read_text()
@@ -370,6 +350,26 @@ def test_an_answer_kept_says_when_its_source_changed_it(browser, live_server):
     assert "1 line changed in Queues" in status
     assert "any new job" in current
     assert "any new job" not in browser.find_element(By.ID, "answer").text
+
+
+def reader_logs_in(browser, url: str) -> None:
+    """A reader account made, and logged in at ``url`` (a page that asks for it)."""
+    from selenium.webdriver.common.by import By
+
+    User.objects.create_user("reader", password="a long password 1")
+    browser.get(url)
+    browser.find_element(By.NAME, "username").send_keys("reader")
+    browser.find_element(By.NAME, "password").send_keys("a long password 1")
+    browser.find_element(By.CSS_SELECTOR, "main form button[type=submit]").click()
+
+
+def reader_asks(browser, live_server, question: str) -> None:
+    """A reader logs in on the Ask page and asks ``question``."""
+    from selenium.webdriver.common.by import By
+
+    reader_logs_in(browser, f"{live_server.url}/")
+    browser.find_element(By.NAME, "q").send_keys(question)
+    browser.find_element(By.CSS_SELECTOR, "form.ask button").click()
 
 
 def spread_over_days(deliveries) -> None:
