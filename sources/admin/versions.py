@@ -68,7 +68,6 @@ class PageVersionAdmin(VisibleRowsAdmin, ReadOnlyAdmin):
     list_select_related = ["page", "source"]
     date_hierarchy = "recorded_at"
 
-    hash = hash_column("content_hash", "content hash")
     compare = PageVersionInline.compare
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[PageVersion]:
