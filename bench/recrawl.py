@@ -1,43 +1,120 @@
-"""Ingest 1,169 real documentation pages, then redeliver them all unchanged.
+"""Ingest 1,168 real documentation pages, then redeliver them all unchanged; then
+count the database round trips of one delivery of each kind.
 
-Each delivery goes through the same path as production: stored and queued by the
-webhook's service, then processed by a real ``qcluster`` with two workers; the time is
-from the first delivery to the last job done. Embeddings go over HTTP to a local fake
-of the OpenAI API, which counts every request.
+Each delivery of the two timed rounds goes through the same path as production:
+stored and queued by the webhook's service, then processed by a real ``qcluster``
+with two workers; the time is from the first delivery to the last job done. With
+``--embedder openai`` embeddings go over HTTP to a local fake of the OpenAI API
+(in a process of its own); the default, ``hashing``, embeds in the worker.
 
-    .venv/bin/python -m bench.recrawl [--limit N]
+The round trips are counted in this process, delivery by delivery, on pages the
+timed rounds left out (first), then on the same pages again (unchanged), edited
+(changed) and answered 404 (gone): every statement sent, BEGIN and COMMIT
+included, since each one waits for the database.
+
+    .venv/bin/python -m bench.recrawl [--limit N] [--embedder hashing|openai]
 """
 
 from __future__ import annotations
 
 import argparse
+import re
+import statistics
+from collections import Counter
 
 from bench.common import (
     deliver_all,
+    django_fresh,
     django_with_fake_openai,
+    queue_deliveries,
     start_cluster,
     stop_cluster,
 )
 from bench.corpus import BASE_URL, pages
 
+KINDS = ("first", "unchanged", "changed", "gone")
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--limit", type=int, default=0, help="only the first N pages")
+    parser.add_argument(
+        "--embedder",
+        choices=("hashing", "openai"),
+        default="hashing",
+        help="hashing: the built-in test embedder, in the worker (default); "
+        "openai: the OpenAI client against a local fake of the API",
+    )
+    parser.add_argument(
+        "--sample",
+        type=int,
+        default=30,
+        help="pages whose deliveries' round trips are counted, per kind (default 30)",
+    )
     args = parser.parse_args()
 
     corpus = [(url, html, 200) for url, html in pages()[: args.limit or None]]
-    django_with_fake_openai()
+    timed, counted = corpus[: -args.sample], corpus[-args.sample :]
+    if args.embedder == "openai":
+        django_with_fake_openai()
+    else:
+        django_fresh(EMBEDDING_BACKEND="hashing")
     from sources.models import Source
 
     Source.objects.create(name="PostgreSQL 15 manual", seed_urls=BASE_URL)
-    print(f"corpus: {len(corpus)} pages, {sum(len(h) for _, h, _ in corpus):,} bytes")
+    print(
+        f"corpus: {len(timed)} pages timed, {sum(len(h) for _, h, _ in timed):,} "
+        f"bytes; {len(counted)} counted; embedder {args.embedder}"
+    )
     cluster = start_cluster()
     try:
-        print(deliver_all("first", corpus))
-        print(deliver_all("unchanged", corpus))
+        print(deliver_all("first", timed), flush=True)
+        print(deliver_all("unchanged", timed), flush=True)
     finally:
         stop_cluster(cluster)
+    counts = round_trips(counted)
+    print(
+        "round trips per delivery (median; min-max): "
+        + ", ".join(
+            f"{kind} {statistics.median(n):.0f} ({min(n)}-{max(n)})"
+            for kind, n in counts.items()
+        )
+    )
+
+
+def round_trips(corpus: list[tuple[str, str, int]]) -> dict[str, list[int]]:
+    """Statements each delivery of each kind sends, processed here one by one."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+    from django_q.models import OrmQ
+
+    from ingest.models import Delivery
+    from ingest.process import delivery_process
+
+    heading_end = re.compile(r"</h[1-3]>")
+    edited = [
+        (url, heading_end.sub(r"\g<0><p>A sentence added today.</p>", html, 1), 200)
+        for url, html, _ in corpus
+    ]
+    rounds = {
+        "first": corpus,
+        "unchanged": corpus,
+        "changed": edited,
+        "gone": [(url, "Not Found", 404) for url, _, _ in corpus],
+    }
+    counts: dict[str, list[int]] = {}
+    for kind in KINDS:
+        ids = queue_deliveries(f"count-{kind}", rounds[kind])
+        OrmQ.objects.all().delete()  # run here, not by a cluster
+        counts[kind] = []
+        for delivery_id in ids.values():
+            with CaptureQueriesContext(connection) as queries:
+                delivery_process(delivery_id=delivery_id)
+            counts[kind].append(len(queries))
+        outcomes = Delivery.objects.filter(pk__in=ids.values())
+        tally = Counter(outcomes.values_list("outcome", flat=True))
+        print(f"{kind:>10}: outcomes {dict(tally)}")
+    return counts
 
 
 if __name__ == "__main__":
