@@ -15,6 +15,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
 from django.db import Error, connection
+from django.db.models import BooleanField, Func, Value
 from django.utils import timezone
 
 from ingest import sql
@@ -28,20 +29,22 @@ KEYS = 2**32
 
 
 @contextmanager
-def delivery_held(delivery: Delivery) -> Iterator[bool]:
-    """Take the delivery for this run, for the block: True if it is this run's;
-    False if another run holds it or it is not to be run any more."""
-    if not _take(delivery.pk):
-        yield False
+def delivery_held(delivery_id: int) -> Iterator[Delivery | None]:
+    """Take the delivery for this run, for the block: the delivery if it is this
+    run's; None if it does not exist, another run holds it or it is not to be run
+    any more."""
+    delivery = _read_and_take(delivery_id)
+    if delivery is None:
+        yield None
         return
     # Django closes a connection older than CONN_MAX_AGE when some code asks it
     # to (django-q2's broker does, to queue a job): the lock would go with it.
     close_at, connection.close_at = connection.close_at, None
     try:
-        yield delivery.mark_claimed(at=timezone.now())
+        yield delivery if delivery.mark_claimed(at=timezone.now()) else None
     finally:
         connection.close_at = close_at
-        _let_go(delivery.pk)
+        _let_go(delivery_id)
 
 
 def deliveries_held(ids: Iterable[int]) -> set[int]:
@@ -56,8 +59,19 @@ def _key(pk: int) -> int:
     return key - KEYS if key >= KEYS // 2 else key
 
 
-def _take(pk: int) -> bool:
-    return sql.advisory_lock_take(space=LOCK_SPACE, key=_key(pk))
+def _read_and_take(pk: int) -> Delivery | None:
+    """The delivery, read in the statement that takes its lock (one round trip
+    for both), if it exists and the lock was free. The row may be older than the
+    lock: the claim that follows is conditional on what was read."""
+    lock = Func(
+        Value(LOCK_SPACE),
+        Value(_key(pk)),
+        function="pg_try_advisory_lock",
+        output_field=BooleanField(),
+    )
+    deliveries = Delivery.objects.select_related("push").annotate(taken=lock)
+    delivery = deliveries.filter(pk=pk).first()
+    return delivery if getattr(delivery, "taken", False) else None
 
 
 def _let_go(pk: int) -> None:

@@ -1,9 +1,11 @@
 """How a run of the delivery job ends: finished with an outcome, cut short by a
 ``Skip``, retried after a ``Retry``, or superseded.
 
-A run may change a page only while the delivery is still its to finish and the
-page shows no newer crawl; both are checked under the page's row lock, so two runs
-of one delivery, or deliveries of two crawls of one page, never both apply.
+A run may change a page only if the page shows no newer crawl, checked under the
+page's row lock, and only if the delivery is still its to finish: the outcome is
+recorded by a conditional update in the transaction that changed the page, which
+rolls back if another run of the delivery finished it first. So two runs of one
+delivery, or deliveries of two crawls of one page, never both apply.
 """
 
 from __future__ import annotations
@@ -22,6 +24,11 @@ class Retry(Exception):
     """Worth running again: the job is retried like any failed one."""
 
 
+class Superseded(Exception):
+    """Another run of this delivery recorded its outcome first: what this run
+    changed in the transaction is rolled back."""
+
+
 class Skip(Exception):
     """The delivery ends here with this outcome; the page may record a failure."""
 
@@ -36,8 +43,6 @@ class Skip(Exception):
 def skip_finish(delivery: Delivery, page: Page, skip: Skip) -> Outcome:
     with transaction.atomic():
         locked = page_lock(page)
-        if not _still_ours(delivery):
-            return _superseded(delivery, locked)
         if skip.page_failure and not locked.is_newer_than(delivery.crawled_at):
             locked.mark_failed(
                 at=delivery.received_at,
@@ -49,19 +54,13 @@ def skip_finish(delivery: Delivery, page: Page, skip: Skip) -> Outcome:
 
 
 def page_lock_for(delivery: Delivery, page: Page) -> Page | None:
-    """The page, locked, if this delivery may still change it; else the delivery is
-    finished as superseded (another run finished it, or a newer crawl is shown)."""
+    """The page, locked, if this delivery may change it; else the delivery is
+    finished as superseded (the page shows a newer crawl)."""
     locked = page_lock(page)
-    if not _still_ours(delivery) or locked.is_newer_than(delivery.crawled_at):
+    if locked.is_newer_than(delivery.crawled_at):
         _superseded(delivery, locked)
         return None
     return locked
-
-
-def _still_ours(delivery: Delivery) -> bool:
-    """True unless another run of this delivery already finished it."""
-    state = Delivery.objects.select_for_update().values_list("state", flat=True)
-    return state.get(pk=delivery.pk) == Delivery.State.PROCESSING
 
 
 def _superseded(delivery: Delivery, page: Page) -> Outcome:
@@ -73,7 +72,12 @@ def _superseded(delivery: Delivery, page: Page) -> Outcome:
 def delivery_finish(
     delivery: Delivery, page: Page | None, outcome: Outcome, note: str = ""
 ) -> Outcome:
-    delivery.mark_done(outcome=outcome, note=note, page_id=page.pk if page else None)
+    """Record the outcome. Raises ``Superseded`` if another run of the delivery
+    recorded one first (inside a transaction, what this run changed rolls back)."""
+    if not delivery.mark_done(
+        outcome=outcome, note=note, page_id=page.pk if page else None
+    ):
+        raise Superseded(f"delivery {delivery.pk} was finished by another run")
     if delivery.push_id:
         Push.objects.filter(pk=delivery.push_id).update(
             state=Push.State.DELIVERED, delivered_at=timezone.now()

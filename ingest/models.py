@@ -272,17 +272,16 @@ class Delivery(models.Model):
         return bool(moved)
 
     def mark_claimed(self, *, at: datetime) -> bool:
-        """Taken by a worker; also after a crash, when its job is offered again."""
+        """Taken by a worker; also after a crash, when its job is offered again.
+        Only as last read: a run that moved it since finished it, queued it again
+        or was lost (the sweep queues it again)."""
         states = [self.State.QUEUED, self.State.PROCESSING]
-        if not self._move(
-            Q(state__in=states),
+        return self._move(
+            Q(state__in=states, attempts=self.attempts),
             state=self.State.PROCESSING,
-            attempts=F("attempts") + 1,
+            attempts=self.attempts + 1,
             claimed_at=at,
-        ):
-            return False
-        self.refresh_from_db(fields=["attempts"])
-        return True
+        )
 
     def mark_done(self, *, outcome: str, note: str = "", page_id: int | None) -> bool:
         """The outcome is recorded and the raw body dropped (the page keeps its

@@ -34,7 +34,7 @@ from ingest import wire
 from ingest.claims import delivery_held
 from ingest.content import Content, EmptyContent
 from ingest.discovery import source_links_push
-from ingest.finish import Skip, delivery_finish, skip_finish
+from ingest.finish import Skip, Superseded, delivery_finish, skip_finish
 from ingest.models import Delivery
 from ingest.outcomes import apply_content, apply_gone, apply_not_modified
 from ingest.pipeline import source_content
@@ -55,11 +55,8 @@ def delivery_process(*, delivery_id: int) -> Outcome | Delivery.State | None:
     """Run one delivery to its outcome. Returns the outcome; or the state it was left
     in when it will be retried (queued) or was given up (failed); or None if it was
     not this run's to take."""
-    delivery = Delivery.objects.select_related("push").filter(pk=delivery_id).first()
-    if delivery is None:
-        return None
-    with delivery_held(delivery) as claimed:
-        if not claimed:
+    with delivery_held(delivery_id) as delivery:
+        if delivery is None:
             return None
         if delivery.attempts > settings.DELIVERY_MAX_ATTEMPTS:
             # Every run so far was cut short (a worker killed mid-job, again and
@@ -68,6 +65,8 @@ def delivery_process(*, delivery_id: int) -> Outcome | Delivery.State | None:
             return Delivery.State.FAILED
         try:
             outcome = _process(delivery)
+        except Superseded:
+            return None
         except Exception as exc:  # anything unexpected is retried, then shown failed
             error = error_summary(exc)
             # The stack, but of the message only the summary: it may quote page text.

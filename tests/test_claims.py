@@ -16,12 +16,19 @@ from django.test import override_settings
 from django.utils import timezone
 from django_q.models import OrmQ
 
-from ingest import process
+from ingest import finish, process
 from ingest.models import Delivery
 from ingest.process import delivery_process
 from ingest.queueing import deliveries_requeue_stalled, delivery_retry_later
-from sources.models import Source
-from tests.world import SITE, receive_delivery, run_queued
+from retrieval.models import Chunk
+from sources.models import Page, PageVersion, Source
+from tests.world import (
+    INSTALL,
+    INSTALL_EDITED,
+    SITE,
+    receive_delivery,
+    run_queued,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 TASK = "ingest.tasks.delivery_process_task"
@@ -187,3 +194,66 @@ def test_a_run_that_lost_its_delivery_records_no_retry():
     now = Delivery.objects.get(pk=delivery.pk)
     assert (now.state, now.claimed_at, now.error) == ("processing", later, "")
     assert not OrmQ.objects.exists()
+
+
+def finished_by_another_run_at_the_page_lock(delivery: Delivery):
+    """``page_lock`` as a run meets it after another run of the same delivery (its
+    lock lost with its session) recorded an outcome first."""
+    real = finish.page_lock
+
+    def other_run() -> None:
+        try:
+            Delivery.objects.filter(pk=delivery.pk).update(
+                state=Delivery.State.DONE,
+                outcome=Delivery.Outcome.SKIPPED,
+                error="other",
+            )
+        finally:
+            connection.close()
+
+    def lock(page):
+        thread = threading.Thread(target=other_run)  # a session of its own
+        thread.start()
+        thread.join(30)
+        return real(page)
+
+    return mock.patch("ingest.finish.page_lock", lock)
+
+
+@pytest.mark.parametrize(
+    "kind, body, status",
+    [
+        ("new content", INSTALL, 200),
+        ("changed content", INSTALL_EDITED, 200),
+        ("the same body", INSTALL, 200),
+        ("gone", "Not found", 404),
+        ("a failure on the page", "Bad gateway", 502),
+    ],
+)
+def test_a_run_whose_delivery_another_run_finished_changes_nothing(kind, body, status):
+    if kind != "new content":
+        receive_delivery()
+        assert run_queued(TASK) == ["embedded"]
+    page = Page.objects.filter(url=f"{SITE}/install/").first()
+    before = (
+        (page.status, page.content_hash, page.last_verified_at, page.failure_count)
+        if page
+        else None
+    )
+    versions, chunks = PageVersion.objects.count(), Chunk.objects.count()
+    delivery = receive_delivery(body=body, original_status=status)
+    OrmQ.objects.all().delete()
+
+    with finished_by_another_run_at_the_page_lock(delivery):
+        assert delivery_process(delivery_id=delivery.pk) is None
+
+    page = Page.objects.filter(url=f"{SITE}/install/").first()
+    after = (
+        (page.status, page.content_hash, page.last_verified_at, page.failure_count)
+        if before
+        else None
+    )
+    assert after == before, f"{kind}: the page changed"
+    assert (PageVersion.objects.count(), Chunk.objects.count()) == (versions, chunks)
+    done = Delivery.objects.get(pk=delivery.pk)
+    assert (done.outcome, done.error) == (Delivery.Outcome.SKIPPED, "other")

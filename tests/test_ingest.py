@@ -373,7 +373,7 @@ class StalledDeliveryTests(IngestWorld):
             state=Delivery.State.PROCESSING, claimed_at=timezone.now(), attempts=1
         )
 
-        with delivery_held(running) as claimed:  # a run of it is alive
+        with delivery_held(running.pk) as claimed:  # a run of it is alive
             assert claimed
             assert deliveries_requeue_stalled() == 1
 
