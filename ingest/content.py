@@ -36,6 +36,9 @@ class Content:
     # if it is: crawled for its links, kept out of answers.
     not_content: NotContent | None = None
     release_notes: bool = False  # see ingest.release_notes
+    # The body and the rules that read it, hashed (``ingest.pipeline``): the same
+    # key means the same content without reading the body again.
+    reading_key: str = ""
 
 
 def content_derive(

@@ -53,10 +53,12 @@ def skip_finish(delivery: Delivery, page: Page, skip: Skip) -> Outcome:
         return delivery_finish(delivery, locked, skip.outcome, str(skip))
 
 
-def page_lock_for(delivery: Delivery, page: Page) -> Page | None:
-    """The page, locked, if this delivery may change it; else the delivery is
-    finished as superseded (the page shows a newer crawl)."""
-    locked = page_lock(page)
+def page_lock_for(
+    delivery: Delivery, page: Page, *, original_of: bool = False
+) -> Page | None:
+    """The page, locked (``page_lock``), if this delivery may change it; else the
+    delivery is finished as superseded (the page shows a newer crawl)."""
+    locked = page_lock(page, original_of=original_of)
     if locked.is_newer_than(delivery.crawled_at):
         _superseded(delivery, locked)
         return None

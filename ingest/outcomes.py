@@ -53,6 +53,37 @@ def apply_not_modified(delivery: Delivery, page: Page, pushed: Page | None) -> O
         return delivery_finish(delivery, locked, Outcome.UNCHANGED, "304 Not Modified")
 
 
+# What a check that found the content the page holds writes to the page's row.
+VERIFIED_FIELDS = [
+    "check_hours", "check_changed", "check_quiet_hours", "change_rate",
+    "last_verified_at", "last_crawled_at", "original_status", "failure_count",
+    "last_error", "next_crawl_at", "etag", "last_modified", "site_modified_at",
+]  # fmt: skip
+
+
+def apply_same_reading(
+    delivery: Delivery, page: Page, pushed: Page | None, reading_key: str
+) -> Outcome | None:
+    """The body is the one the live page's Markdown was read from, under the same
+    rules (``reading_key``): unchanged, without reading it again. None if that is
+    not so under the page's lock, or an older page holds the same content (the
+    full reading settles it)."""
+    if not (reading_key and page.is_live and page.reading_key == reading_key):
+        return None
+    with transaction.atomic():
+        locked = page_lock_for(delivery, page, original_of=True)
+        if locked is None:
+            return Outcome.SKIPPED
+        original = getattr(locked, "has_original", True)
+        if original or not locked.is_live or locked.reading_key != reading_key:
+            return None
+        locked.mark_verified(at=delivery.received_at, crawled_at=delivery.crawled_at)
+        _validators_keep(delivery, locked)
+        locked.save(update_fields=VERIFIED_FIELDS)
+        _redirect(pushed, locked, delivery)
+        return delivery_finish(delivery, locked, Outcome.UNCHANGED)
+
+
 def apply_content(
     delivery: Delivery, page: Page, pushed: Page | None, content: Content
 ) -> Outcome:

@@ -3,10 +3,17 @@ to a body, chunks embedded and paid for, the page locked for its swap."""
 
 from __future__ import annotations
 
-from django.conf import settings
-from django.db.models import F
+import dataclasses
+import functools
+import hashlib
+import importlib
+import importlib.metadata
+from pathlib import Path
 
-from ingest import generated, similarity
+from django.conf import settings
+from django.db.models import Exists, F, OuterRef
+
+from ingest import generated, similarity, wire
 from ingest.content import Content, content_derive, markdown_restrip
 from ingest.extract import EXTRACTOR_VERSION
 from ingest.models import Delivery
@@ -23,7 +30,7 @@ def source_content(
     """The body of the page at ``url`` read under the source's rules. Raises
     ``wire.DeliveryError`` for an unreadable body, ``EmptyContent`` for an empty
     page."""
-    return content_derive(
+    content = content_derive(
         url=url,
         raw=raw,
         content_type=content_type,
@@ -32,6 +39,56 @@ def source_content(
         patterns=source.boilerplate_regexes,
         limit=settings.WEBHOOK_MAX_BODY_BYTES,
     )
+    key = source_reading_key(source=source, url=url, raw=raw, content_type=content_type)
+    return dataclasses.replace(content, reading_key=key)
+
+
+# The modules whose code turns a body into Markdown, and the libraries they call.
+READING_MODULES = (
+    "ingest.content", "ingest.extract", "ingest.normalize", "ingest.boilerplate",
+    "ingest.generated", "ingest.release_notes", "ingest.wire", "kbsite.text",
+)  # fmt: skip
+READING_LIBRARIES = ("html-to-markdown", "selectolax")
+
+
+@functools.cache
+def reading_code() -> str:
+    """A hash of the code that reads bodies: an upgrade that reads differently
+    reads every page again, whether or not it changed ``EXTRACTOR_VERSION``."""
+    digest = hashlib.sha256()
+    for name in READING_MODULES:
+        digest.update(Path(importlib.import_module(name).__file__ or "").read_bytes())
+    for library in READING_LIBRARIES:
+        digest.update(importlib.metadata.version(library).encode())
+    return digest.hexdigest()
+
+
+def source_reading_key(
+    *, source: Source, url: str, raw: bytes, content_type: str
+) -> str:
+    """A hash of everything ``source_content`` reads: the body, inflated (a gzip
+    header's time is not content), and every rule that reads it. Reading is a
+    function of these alone, so a body with the key of the page's Markdown would
+    be read into that Markdown again. '' for a body that cannot be inflated."""
+    limit = settings.WEBHOOK_MAX_BODY_BYTES
+    try:
+        body = wire.decompress(raw, content_encoding="", limit=limit)
+    except wire.DeliveryError:
+        return ""
+    rules = (
+        EXTRACTOR_VERSION,
+        reading_code(),
+        url,
+        content_type,
+        source.content_selector,
+        source.boilerplate_patterns,
+        source.index_source_listings,
+        sorted(source.common_shapes),
+        limit,
+    )
+    digest = hashlib.sha256(repr(rules).encode())
+    digest.update(body)
+    return digest.hexdigest()
 
 
 def source_restrip(*, source: Source, markdown: str) -> str:
@@ -87,14 +144,26 @@ def page_keep_body(*, page: Page, content: Content) -> None:
     page_shapes_record(page=page, shapes=content.shapes)
     page.raw_body = content.raw_body
     page.raw_content_type = content.content_type
+    page.reading_key = content.reading_key
     page.extractor_version = EXTRACTOR_VERSION
     page.release_notes = content.release_notes
 
 
-def page_lock(page: Page) -> Page:
+def page_lock(page: Page, *, original_of: bool = False) -> Page:
+    """The page, its row locked. With ``original_of``, ``has_original`` says
+    whether an older live page of its source holds its content (read in the same
+    statement)."""
     # The page's row only: its source is read, not locked, so deliveries of one
     # source run side by side (line shape counts take their own ordered locks).
     pages = Page.objects.light().select_for_update(of=("self",))
+    if original_of:
+        older = Page.objects.filter(
+            source_id=OuterRef("source_id"),
+            status=Page.Status.LIVE,
+            content_hash=OuterRef("content_hash"),
+            pk__lt=OuterRef("pk"),
+        )
+        pages = pages.annotate(has_original=Exists(older))
     return pages.select_related("source").get(pk=page.pk)
 
 

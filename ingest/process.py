@@ -13,7 +13,9 @@
    (recorded in 6 to 8);
 6. the content equals an older live page's of the same source (a mirror, a
    parameter variant): a duplicate of that page, which stays the one indexed;
-7. the content hash equals the live page's: unchanged, ``last_verified_at`` moves;
+7. the body and the rules reading it are those the live page's Markdown was read
+   from (its ``reading_key``): unchanged without being read again; else, read, the
+   content hash equals the live page's: unchanged; ``last_verified_at`` moves;
 8. otherwise new content: chunked, new chunk texts embedded, swapped in; a page of
    the same source with almost the same text is flagged, never removed.
 
@@ -36,8 +38,13 @@ from ingest.content import Content, EmptyContent
 from ingest.discovery import source_links_push
 from ingest.finish import Skip, Superseded, delivery_finish, skip_finish
 from ingest.models import Delivery
-from ingest.outcomes import apply_content, apply_gone, apply_not_modified
-from ingest.pipeline import source_content
+from ingest.outcomes import (
+    apply_content,
+    apply_gone,
+    apply_not_modified,
+    apply_same_reading,
+)
+from ingest.pipeline import source_content, source_reading_key
 from ingest.queueing import delivery_retry_later, error_summary
 from ingest.rederive import source_boilerplate_catch_up
 from ingest.rescope import page_rescope, pages_rescope
@@ -90,7 +97,9 @@ def delivery_process(*, delivery_id: int) -> Outcome | Delivery.State | None:
 def _process(delivery: Delivery) -> Outcome:
     scope = ScopeMap()
     outcome = _ingest(delivery, scope)
-    if delivery.page_id and scope.changed_since():
+    # An unchanged page was in its source, live, before and after: a scope
+    # change cannot have missed it.
+    if outcome != Outcome.UNCHANGED and delivery.page_id and scope.changed_since():
         # A source's scope changed while this ran; the job that checks every page
         # may have read them before this page was saved.
         page = Page.objects.light().filter(pk=delivery.page_id).first()
@@ -114,13 +123,16 @@ def _ingest(delivery: Delivery, scope: ScopeMap) -> Outcome:
             "patterns, or its seeds' directories); the page left search"
         )
         return delivery_finish(delivery, page, Outcome.REJECTED, note)
-    source_boilerplate_catch_up(source=page.source)
     try:
         if delivery.original_status in GONE_STATUSES:
             return apply_gone(delivery, page)
         _check_crawl_succeeded(delivery)
         if delivery.original_status == NOT_MODIFIED:
             return apply_not_modified(delivery, page, pushed)
+        same = apply_same_reading(delivery, page, pushed, _reading_key(delivery, page))
+        if same is not None:
+            return same
+        source_boilerplate_catch_up(source=page.source)
         content = _content(delivery, page)
         outcome = apply_content(delivery, page, pushed, content)
     except Skip as skip:
@@ -178,6 +190,15 @@ def _check_crawl_succeeded(delivery: Delivery) -> None:
         raise Skip(Outcome.SKIPPED, f"crawler status {crawler}", page_failure=True)
     if site is not None and site >= 400:
         raise Skip(Outcome.SKIPPED, f"site status {site}", page_failure=True)
+
+
+def _reading_key(delivery: Delivery, page: Page) -> str:
+    return source_reading_key(
+        source=page.source,
+        url=page.url,
+        raw=bytes(delivery.body or b""),
+        content_type=delivery.content_type,
+    )
 
 
 def _content(delivery: Delivery, page: Page) -> Content:

@@ -138,6 +138,7 @@ def page_reread(*, page: Page, content: Content) -> None:
     )
     page.extractor_version = EXTRACTOR_VERSION
     page.release_notes = content.release_notes
+    page.reading_key = content.reading_key
     history = page.versions.order_by("-recorded_at", "-pk").iterator(chunk_size=4)
     latest = next(history, None)
     if latest is None:

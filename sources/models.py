@@ -473,6 +473,14 @@ class Page(models.Model):
         null=True, editable=False, help_text="The latest delivered body, gzip."
     )
     raw_content_type = models.CharField(max_length=200, blank=True, editable=False)
+    reading_key = models.CharField(
+        max_length=64,
+        blank=True,
+        editable=False,
+        help_text="A hash of the body the live page's Markdown was read from and of "
+        "every rule that read it: a delivery with the same key is unchanged without "
+        "being read again.",
+    )
     extractor_version = models.CharField(
         max_length=100, blank=True, editable=False, help_text="What made the Markdown."
     )
@@ -714,6 +722,7 @@ class Page(models.Model):
         self.content_hash = ""
         self.markdown = ""
         self.raw_body = None
+        self.reading_key = ""
         self.forget_validators()
         self.original_status = original_status
         self.last_crawled_at = crawled_at
@@ -737,6 +746,7 @@ class Page(models.Model):
         """The page's text and what was learned from it leave the row."""
         self.markdown = ""
         self.raw_body = None
+        self.reading_key = ""
         self.minhash = None
         self.minhash_bands = []
         self.near_duplicate_of = None
@@ -754,6 +764,7 @@ class Page(models.Model):
         self.redirect_to = to
         self.content_hash = ""
         self.markdown = ""
+        self.reading_key = ""
         self.forget_validators()
         self.last_crawled_at = crawled_at
         self.last_changed_at = at

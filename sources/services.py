@@ -3,13 +3,12 @@ sitemap says about when pages changed."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from datetime import datetime
 
 from django.conf import settings
-from django.db.models import F, Value
-from django.db.models.functions import Least
+from django.db.models import Count, F, Subquery, Value
+from django.db.models.functions import Coalesce, Greatest, Least
 
 from kbsite.sitemaps import Entry
 from sources import sql
@@ -20,12 +19,18 @@ URL_BATCH = 10_000
 
 
 def source_common_shapes(*, source: Source) -> set[int]:
-    """Line shapes on enough of the source's live pages to count as boilerplate."""
-    live = source.pages.filter(status=Page.Status.LIVE).count()
-    threshold = max(
-        settings.BOILERPLATE_MIN_PAGES,
-        math.ceil(live * settings.BOILERPLATE_MIN_SHARE / 100),
+    """Line shapes on enough of the source's live pages to count as boilerplate
+    (one statement: the live pages are counted inside it)."""
+    live = (
+        Page.objects.filter(source_id=source.pk, status=Page.Status.LIVE)
+        .order_by()
+        .values("source_id")
+        .annotate(pages=Count("pk"))
+        .values("pages")
     )
+    # ceil(live × share / 100) in integers, as PostgreSQL divides bigints.
+    share = Coalesce(Subquery(live), 0) * settings.BOILERPLATE_MIN_SHARE + 99
+    threshold = Greatest(Value(settings.BOILERPLATE_MIN_PAGES), share / 100)
     shapes = LineShape.objects.filter(source=source, pages__gte=threshold)
     return set(shapes.values_list("shape", flat=True))
 

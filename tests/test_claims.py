@@ -211,11 +211,11 @@ def finished_by_another_run_at_the_page_lock(delivery: Delivery):
         finally:
             connection.close()
 
-    def lock(page):
+    def lock(page, **options):
         thread = threading.Thread(target=other_run)  # a session of its own
         thread.start()
         thread.join(30)
-        return real(page)
+        return real(page, **options)
 
     return mock.patch("ingest.finish.page_lock", lock)
 

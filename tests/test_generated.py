@@ -154,8 +154,9 @@ class GeneratedPageIngestTests(IngestWorld):
     def test_a_page_indexed_before_it_was_known_as_generated_leaves_answers(self):
         self.ingest(f"{SITE}/genindex.html", GENINDEX)
         page = self.page(f"{SITE}/genindex.html")
-        # As an earlier version of the product left it: indexed, no reason.
-        Page.objects.filter(pk=page.pk).update(not_indexed_reason="")
+        # As an earlier version of the product left it: indexed, no reason, read
+        # by other code (no key of its reading).
+        Page.objects.filter(pk=page.pk).update(not_indexed_reason="", reading_key="")
         Chunk.objects.create(page=page, position=0, text="zebra_mode", embed_hash="0")
 
         again = self.ingest(f"{SITE}/genindex.html", GENINDEX)
