@@ -26,7 +26,6 @@ from ingest.pipeline import (
 from ingest.rederive import page_reread
 from kbsite.textdiff import change_measure
 from retrieval.indexing import page_chunks_replace
-from retrieval.rechecks import answers_stale_link
 from sources.models import Page, PageVersion
 from sources.services import page_shapes_record
 
@@ -102,19 +101,42 @@ def apply_content(
             return _verified(delivery, locked, pushed, content)
         if locked.is_live and locked.content_hash == content.digest:
             # The same text, now kept out of answers or let back in.
-            page_chunks_replace(page=locked, drafts=drafts)
+            page_chunks_replace(
+                page=locked, drafts=drafts, vectors_fresh=not report.reused
+            )
             locked.not_indexed_reason = kept_out
             note = f"kept out of answers: {kept_out}" if kept_out else "answered from"
             return _verified(delivery, locked, pushed, content, note)
         if locked.is_live and _only_boilerplate_differs(locked, content):
-            page_chunks_replace(page=locked, drafts=drafts)
+            page_chunks_replace(
+                page=locked, drafts=drafts, vectors_fresh=not report.reused
+            )
             page_reread(page=locked, content=content)
             locked.not_indexed_reason = kept_out
             note = "the page read again: boilerplate learned since its last crawl"
             return _verified(delivery, locked, pushed, content, note)
         kind = _content_step(locked)
-        change = change_measure(locked.markdown, content.markdown)
-        page_chunks_replace(page=locked, drafts=drafts)
+        change = change_measure(_markdown_held(locked, kind), content.markdown)
+        delivery.version = PageVersion.objects.create(
+            page=locked,
+            source_id=locked.source_id,
+            kind=kind,
+            content_hash=content.digest,
+            markdown=content.markdown,
+            recorded_at=delivery.received_at,
+            lines_added=change.lines_added,
+            lines_removed=change.lines_removed,
+            words_added=change.words_added,
+            words_removed=change.words_removed,
+            sections=change.sections,
+            chunks_embedded=report.embedded,
+        )
+        page_chunks_replace(
+            page=locked,
+            drafts=drafts,
+            change=delivery.version,
+            vectors_fresh=not report.reused,
+        )
         page_keep_body(page=locked, content=content)
         locked.not_indexed_reason = kept_out
         locked.mark_changed(
@@ -130,21 +152,6 @@ def apply_content(
         _validators_keep(delivery, locked)
         page_similarity_record(page=locked, sig=sig)
         locked.save()
-        delivery.version = PageVersion.objects.create(
-            page=locked,
-            source_id=locked.source_id,
-            kind=kind,
-            content_hash=content.digest,
-            markdown=content.markdown,
-            recorded_at=delivery.received_at,
-            lines_added=change.lines_added,
-            lines_removed=change.lines_removed,
-            words_added=change.words_added,
-            words_removed=change.words_removed,
-            sections=change.sections,
-            chunks_embedded=report.embedded,
-        )
-        answers_stale_link(page_id=locked.pk, change=delivery.version)
         _redirect(pushed, locked, delivery)
         note = f"{report.embedded} new chunk texts, {report.reused} reused"
         if kept_out:
@@ -157,9 +164,18 @@ def _content_step(page: Page) -> PageVersion.Kind:
     change."""
     if page.deleted_at:
         return PageVersion.Kind.RESTORED
-    if not page.versions.exists():
+    # Every step records when it came: a page without that has none.
+    if page.last_changed_at is None or not page.versions.exists():
         return PageVersion.Kind.NEW
     return PageVersion.Kind.CHANGED
+
+
+def _markdown_held(page: Page, kind: PageVersion.Kind) -> str:
+    """The Markdown the page holds before new content: none for a new page or one
+    back from a tombstone (not read), else its own."""
+    if kind in (PageVersion.Kind.NEW, PageVersion.Kind.RESTORED):
+        return ""
+    return page.markdown
 
 
 def _same(page: Page, content: Content, kept_out: str) -> bool:
@@ -251,12 +267,11 @@ def _page_unindex(
 ) -> None:
     """The page leaves the index (its chunks and line shapes), and the delivery
     records the version that says why."""
-    page_chunks_replace(page=page, drafts=[])
-    page_shapes_record(page=page, shapes={})
     delivery.version = PageVersion.objects.create(
         page=page, source_id=page.source_id, kind=kind, **version
     )
-    answers_stale_link(page_id=page.pk, change=delivery.version)
+    page_chunks_replace(page=page, drafts=[], change=delivery.version)
+    page_shapes_record(page=page, shapes={})
 
 
 def _validators_keep(delivery: Delivery, page: Page) -> None:
@@ -292,7 +307,7 @@ def _redirect(pushed: Page | None, page: Page, delivery: Delivery) -> None:
         return
     locked = page_lock(pushed)
     moving = locked.redirect_to_id != page.pk or locked.status != Page.Status.REDIRECTED
-    page_chunks_replace(page=locked, drafts=[])
+    moved = None
     if moving:
         moved = PageVersion.objects.create(
             page=locked,
@@ -300,7 +315,7 @@ def _redirect(pushed: Page | None, page: Page, delivery: Delivery) -> None:
             kind=PageVersion.Kind.MOVED,
             recorded_at=delivery.received_at,
         )
-        answers_stale_link(page_id=locked.pk, change=moved)
+    page_chunks_replace(page=locked, drafts=[], change=moved)
     locked.mark_redirected(
         to=page, at=delivery.received_at, crawled_at=delivery.crawled_at
     )

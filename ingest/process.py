@@ -28,9 +28,11 @@ from __future__ import annotations
 
 import logging
 import traceback
+from contextlib import nullcontext
 from urllib.parse import urlsplit
 
 from django.conf import settings
+from django.db import IntegrityError, connection, transaction
 
 from ingest import wire
 from ingest.claims import delivery_held
@@ -159,8 +161,20 @@ def _resolve_page(
         return page, pushed
     if owner is None:
         return None, None
-    page, _ = Page.objects.get_or_create(url=delivery.url, defaults={"source": owner})
-    return page, pushed
+    return _page_create(delivery.url, owner), pushed
+
+
+def _page_create(url: str, owner: Source) -> Page:
+    """A new page of ``owner`` at ``url``, or the one another run made first."""
+    # One INSERT, committed on its own: a savepoint only where a failed statement
+    # would spoil a transaction around it (get_or_create's would cost a SELECT, a
+    # BEGIN and a COMMIT more on every new page).
+    guard = transaction.atomic() if connection.in_atomic_block else nullcontext()
+    try:
+        with guard:
+            return Page.objects.create(url=url, source=owner)
+    except IntegrityError:
+        return Page.objects.light().select_related("source").get(url=url)
 
 
 def _requested_page(delivery: Delivery) -> Page | None:

@@ -50,16 +50,17 @@ def page_rescope(*, page: Page, owner: Source | None) -> Page:
 
 def _retire(page: Page) -> None:
     now = timezone.now()
-    page_chunks_replace(page=page, drafts=[])
-    page_shapes_record(page=page, shapes={})
-    page.mark_out_of_scope(at=now)
-    page.save()
-    PageVersion.objects.create(
+    change = PageVersion.objects.create(
         page=page,
         source_id=page.source_id,
         kind=PageVersion.Kind.OUT_OF_SCOPE,
         recorded_at=now,
     )
+    # The answers that quoted it are stale by this change, as by any other.
+    page_chunks_replace(page=page, drafts=[], change=change)
+    page_shapes_record(page=page, shapes={})
+    page.mark_out_of_scope(at=now)
+    page.save()
 
 
 def _move(page: Page, owner: Source) -> None:

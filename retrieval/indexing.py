@@ -19,7 +19,7 @@ from retrieval.models import Chunk, Embedding
 from retrieval.rechecks import answers_mark_stale
 from retrieval.spaces import ingest_embedders
 from retrieval.windows import text_windows
-from sources.models import Page
+from sources.models import Page, PageVersion
 
 # Inputs per embedding request; OpenAI accepts up to 2,048 but smaller batches fail
 # (and retry) more cheaply. Tokens per request stay under OpenAI's 300,000.
@@ -133,14 +133,22 @@ def usage_record(*, space: str, requests: int, inputs: int, tokens: int) -> None
     )
 
 
-def page_chunks_replace(*, page: Page, drafts: list[ChunkDraft]) -> set[str]:
+def page_chunks_replace(
+    *,
+    page: Page,
+    drafts: list[ChunkDraft],
+    change: PageVersion | None = None,
+    vectors_fresh: bool = False,
+) -> set[str]:
     """Swap the page's chunks for these. Call inside the transaction that records the
-    new version, so readers see the old set or the new one, never a mix. Returns
-    the text hashes the page held and holds no more."""
-    if drafts:
+    new version, so readers see the old set or the new one, never a mix; answers
+    that quoted a text the page no longer holds become stale, by ``change`` if
+    given. ``vectors_fresh``: every vector of the drafts was made by this run, so
+    no prune can have taken one (it takes vectors older than ``PRUNE_AFTER``).
+    Returns the text hashes the page held and holds no more."""
+    if drafts and not vectors_fresh:
         _vectors_hold(drafts)
-    old = set(page.chunks.values_list("embed_hash", flat=True))
-    page.chunks.all().delete()
+    old = sql.page_chunks_delete(page_id=page.pk)
     Chunk.objects.bulk_create(
         Chunk(
             page=page,
@@ -154,7 +162,7 @@ def page_chunks_replace(*, page: Page, drafts: list[ChunkDraft]) -> set[str]:
         for draft in drafts
     )
     removed = old - {draft.embed_hash for draft in drafts}
-    answers_mark_stale(page_id=page.pk, removed=removed)
+    answers_mark_stale(page_id=page.pk, removed=removed, change=change)
     return removed
 
 

@@ -57,9 +57,12 @@ DEFAULT_K = 5
 Status = QueryLog.Status
 
 
-def answers_mark_stale(*, page_id: int, removed: set[str]) -> int:
+def answers_mark_stale(
+    *, page_id: int, removed: set[str], change: PageVersion | None = None
+) -> int:
     """Current answers that quoted one of the ``removed`` texts of the page become
-    stale, at the time the transaction began; returns how many."""
+    stale, at the time the transaction began, by ``change`` (the page's version
+    that removed them) if given; returns how many."""
     if not removed:
         return 0
     return QueryLog.objects.filter(
@@ -67,18 +70,7 @@ def answers_mark_stale(*, page_id: int, removed: set[str]) -> int:
         status=Status.CURRENT,
         cited_hashes__overlap=sorted(removed),
         cited_pages__contains=[page_id],
-    ).update(status=Status.STALE, stale_at=TransactionNow(), stale_change=None)
-
-
-def answers_stale_link(*, page_id: int, change: PageVersion) -> None:
-    """The change recorded for the page in this transaction is what made its answers
-    stale in it (the same ``now()``: the time the transaction began)."""
-    QueryLog.objects.filter(
-        status=Status.STALE,
-        stale_change=None,
-        stale_at=TransactionNow(),
-        cited_pages__contains=[page_id],
-    ).update(stale_change=change)
+    ).update(status=Status.STALE, stale_at=TransactionNow(), stale_change=change)
 
 
 @dataclass

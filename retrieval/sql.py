@@ -540,6 +540,26 @@ def query_log_insert(**row: object) -> int:
         return cursor.fetchone()[0]
 
 
+@cache
+def _chunks_delete_statement() -> str:
+    return (
+        SQL("DELETE FROM {chunks} WHERE {page} = %s RETURNING {embed_hash}")
+        .format(
+            chunks=table(Chunk),
+            page=column(Chunk, "page"),
+            embed_hash=column(Chunk, "embed_hash"),
+        )
+        .as_string()
+    )
+
+
+def page_chunks_delete(*, page_id: int) -> set[str]:
+    """Delete the page's chunks; the text hashes they held (one statement)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_chunks_delete_statement(), [page_id])
+        return {row[0] for row in cursor.fetchall()}
+
+
 # Today's usage of a space, added to by each job (concurrent jobs add up).
 USAGE_INSERT = Insert(
     EmbeddingUsage,

@@ -11,7 +11,7 @@ from unittest import mock
 
 import pytest
 from django.conf import settings
-from django.db import OperationalError, connection
+from django.db import OperationalError, connection, transaction
 from django.test import override_settings
 from django.utils import timezone
 from django_q.models import OrmQ
@@ -257,3 +257,16 @@ def test_a_run_whose_delivery_another_run_finished_changes_nothing(kind, body, s
     assert (PageVersion.objects.count(), Chunk.objects.count()) == (versions, chunks)
     done = Delivery.objects.get(pk=delivery.pk)
     assert (done.outcome, done.error) == (Delivery.Outcome.SKIPPED, "other")
+
+
+@pytest.mark.parametrize("inside_a_transaction", [False, True])
+def test_a_page_another_run_made_first_is_the_one_taken(inside_a_transaction):
+    source = Source.objects.get()
+    made = Page.objects.create(url=f"{SITE}/install/", source=source)
+
+    guard = transaction.atomic() if inside_a_transaction else contextlib.nullcontext()
+    with guard:
+        page = process._page_create(f"{SITE}/install/", source)
+        assert Page.objects.count() == 1, "the transaction around it still works"
+
+    assert page.pk == made.pk

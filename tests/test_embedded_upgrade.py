@@ -45,10 +45,8 @@ INDEX_ON_16 = textwrap.dedent(
     emit_post_migrate_signal(0, False, "default")
     # The product of then kept no answers to check again (retrieval 0010 is not
     # applied here): its ingest did not look for them.
-    from ingest import outcomes
     from retrieval import indexing
     indexing.answers_mark_stale = lambda **kwargs: 0
-    outcomes.answers_stale_link = lambda **kwargs: None
     from tests.world import harbor_load
     harbor_load()
     from tests.test_embedded_upgrade import counts

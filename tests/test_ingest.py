@@ -320,7 +320,7 @@ class FailureTextTests(IngestWorld):
     message quotes."""
 
     def test_a_database_error_quoting_page_text_is_recorded_without_it(self):
-        def cast_to_int(*, page, drafts):  # a real DataError that quotes its value
+        def cast_to_int(*, page, drafts, **options):  # a real DataError quoting it
             with connection.cursor() as cursor:
                 cursor.execute("SELECT %s::int", ["\n".join(d.text for d in drafts)])
 

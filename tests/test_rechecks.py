@@ -6,6 +6,7 @@ from __future__ import annotations
 from django.contrib.auth.models import Group, User
 from django.test import override_settings
 
+from ingest.rescope import pages_rescope
 from retrieval.models import QueryLog
 from retrieval.questions import question_answer
 from retrieval.rechecks import answer_history, answers_recheck
@@ -77,6 +78,16 @@ class RecheckTests(RecheckWorld):
         log.refresh_from_db()
         assert log.status == QueryLog.Status.STALE
         assert log.stale_change.kind == PageVersion.Kind.DELETED
+
+    def test_a_page_leaving_its_source_makes_its_answers_stale_by_that_change(self):
+        log = self.ask()
+
+        Source.objects.filter(pk=self.harbor.pk).update(deny_patterns="/queues")
+        pages_rescope()
+
+        log.refresh_from_db()
+        assert log.status == QueryLog.Status.STALE
+        assert log.stale_change.kind == PageVersion.Kind.OUT_OF_SCOPE
 
     def test_asked_again_a_changed_answer_supersedes_the_old_one(self):
         log = self.ask()
