@@ -257,7 +257,9 @@ def answer_page(request: HttpRequest, log_id: int) -> HttpResponse:
 
 # -- the Ask widget ----------------------------------------------------------------
 
-WIDGET_SCRIPT = Path(__file__).resolve().parent / "static" / "retrieval" / "widget.js"
+# Not a static file: served at one address only, whose directory the script
+# takes its endpoint's from.
+WIDGET_SCRIPT = Path(__file__).resolve().parent / "scripts" / "widget.js"
 # Seconds browsers keep a preflight's answer (Chromium keeps it two hours at most).
 PREFLIGHT_MAX_AGE = 600
 
