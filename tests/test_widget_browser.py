@@ -42,17 +42,23 @@ PAGE = """<!doctype html>
 <script src="{src}" async></script>
 </body></html>
 """
+# The tag in the head, with its box placed in an element of the page.
+IN_THE_HEAD = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Harbor FAQ</title>
+<script src="{src}" data-target="#ask" data-label="Ask the Harbor docs" async>
+</script></head>
+<body><h1>Harbor FAQ</h1><aside id="ask"></aside><p>The end.</p></body></html>
+"""
 
 
 class Site:
-    """A web server on 127.0.0.1 whose every page is ``html``: another origin
+    """A web server on 127.0.0.1 with these pages (path → HTML): another origin
     than the live server's (localhost)."""
 
-    def __init__(self, html: str) -> None:
-        body = html.encode()
-
+    def __init__(self, pages: dict[str, str]) -> None:
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
+                body = pages[self.path].encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "text/html; charset=utf-8")
                 self.send_header("Content-Length", str(len(body)))
@@ -74,8 +80,9 @@ class Site:
 @pytest.fixture
 def sites(live_server) -> Iterator[tuple[Site, Site]]:
     """The docs site the source allows, and another one, with the same page."""
-    page = PAGE.format(src=f"{live_server.url}/widget.js")
-    allowed, other = Site(page), Site(page)
+    src = f"{live_server.url}/widget.js"
+    pages = {"/": PAGE.format(src=src), "/faq/": IN_THE_HEAD.format(src=src)}
+    allowed, other = Site(pages), Site(pages)
     yield allowed, other
     allowed.close()
     other.close()
@@ -156,3 +163,7 @@ def test_the_widget_answers_on_an_allowed_site_and_refuses_another(browser, site
         "Its editors can allow it."
     )
     assert QueryLog.objects.count() == 1, "the refused question was not asked"
+
+    browser.get(f"{allowed.origin}/faq/")
+    box = browser.find_element(By.CSS_SELECTOR, "aside#ask > .kb-ask").shadow_root
+    assert box.find_element(By.CSS_SELECTOR, "label").text == "Ask the Harbor docs"

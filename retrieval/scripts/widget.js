@@ -32,9 +32,17 @@
 
   var host = document.createElement("div");
   host.className = "kb-ask";
-  var target = data.target && document.querySelector(data.target);
-  if (target) target.appendChild(host);
-  else script.parentNode.insertBefore(host, script.nextSibling);
+  // After the tag, or in data-target, or (a tag in the head) at the body's end.
+  function place() {
+    var target = data.target && document.querySelector(data.target);
+    var parent = script.parentNode;
+    if (target) target.appendChild(host);
+    else if (parent && parent !== document.head) parent.insertBefore(host, script.nextSibling);
+    else document.body.appendChild(host);
+  }
+  if (document.readyState === "loading" && (data.target || script.parentNode === document.head)) {
+    document.addEventListener("DOMContentLoaded", place);
+  } else place();
   var root = host.attachShadow({mode: "open"});
   root.innerHTML = "<style>" + CSS + "</style><div class=box part=box>" +
     "<form role=search><label for=q></label><div class=row>" +
