@@ -21,6 +21,8 @@ from django.utils.functional import cached_property
 from django.utils.html import format_html
 from django.utils.timesince import timesince
 
+from kbsite.canonical import web_origins
+
 # Rows a changelist counts at most: past this a full count costs a scan of the table
 # for a number nobody pages through anyway.
 COUNT_CAP = 10_000
@@ -201,3 +203,28 @@ class ReadableDurationField(forms.DurationField):
                 code="invalid",
             )
         return parsed
+
+
+class OriginsField(forms.CharField):
+    """A list of web origins, typed one per line and stored as browsers send them
+    (``kbsite.canonical.web_origin``): the form field of an ArrayField of origins
+    (``formfield_overrides``, which also hands it ``base_field``)."""
+
+    widget = forms.Textarea(attrs={"rows": 3, "cols": 60})
+
+    def __init__(self, *, base_field: Any = None, **kwargs: Any) -> None:
+        kwargs.pop("max_length", None)  # the array's size: lines are not counted
+        super().__init__(**kwargs)
+
+    def prepare_value(self, value: Any) -> Any:
+        return "\n".join(value) if isinstance(value, list | tuple) else value
+
+    def to_python(self, value: Any) -> list[str]:  # type: ignore[override]
+        if value in self.empty_values:
+            return []
+        lines = value if isinstance(value, list | tuple) else str(value).splitlines()
+        try:
+            return web_origins(line for line in map(str.strip, lines) if line)
+        except ValueError as exc:
+            example = "e.g. https://docs.example.com"
+            raise ValidationError(f"{exc}, {example}", code="invalid") from None

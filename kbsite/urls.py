@@ -6,12 +6,13 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from ingest.dashboard import dashboard
 from kbsite.views import healthz
-from retrieval.views import answer_page, ask, ask_feedback
+from retrieval.views import answer_page, ask, ask_feedback, widget_script
 
 urlpatterns = [
     path("", ask, name="ask"),
     path("feedback/", ask_feedback, name="ask-feedback"),
     path("answers/<int:log_id>/", answer_page, name="answer"),
+    path("widget.js", widget_script, name="widget-script"),
     path("accounts/login/", LoginView.as_view(), name="login"),
     path("accounts/logout/", LogoutView.as_view(), name="logout"),
     path("admin/dashboard/", admin.site.admin_view(dashboard), name="admin-dashboard"),

@@ -357,3 +357,7 @@ class _Echo:
 
 def _plural(count: int, noun: str) -> str:
     return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+# The Ask widget's keys, in a module of their own.
+from retrieval import widget_admin  # noqa: E402, F401

@@ -74,3 +74,26 @@ class QueryResponseSerializer(serializers.Serializer):
     abstained = serializers.BooleanField()
     citations = CitationSerializer(many=True)
     chunk_ids = serializers.ListField(child=serializers.IntegerField())
+
+
+class WidgetQueryRequestSerializer(QueryRequestSerializer):
+    key = StrictCharField(
+        required=False,
+        allow_blank=True,
+        default="",
+        max_length=200,
+        help_text="A widget key (kbw_…), for sources that are not public.",
+    )
+
+
+class WidgetCitationSerializer(CitationSerializer):
+    section = serializers.CharField(
+        help_text="The heading path without a first heading that repeats the "
+        "title, as plain text: what the Ask page shows after the title."
+    )
+
+
+class WidgetQueryResponseSerializer(serializers.Serializer):
+    answer = serializers.CharField(help_text="Markdown, with [n] citation markers.")
+    abstained = serializers.BooleanField()
+    citations = WidgetCitationSerializer(many=True)

@@ -1,8 +1,11 @@
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Callable
-from typing import cast
+from functools import cache
+from pathlib import Path
+from typing import Any, cast
 
 from django import forms
 from django.contrib.auth.decorators import login_required
@@ -16,10 +19,13 @@ from django.http import (
 )
 from django.shortcuts import render
 from django.urls import reverse
+from django.utils.cache import patch_vary_headers
 from django.utils.http import url_has_allowed_host_and_scheme
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import etag, require_GET, require_POST
 from drf_spectacular.utils import extend_schema
-from rest_framework.permissions import IsAuthenticated
+from rest_framework.exceptions import PermissionDenied
+from rest_framework.permissions import AllowAny, IsAuthenticated
+from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -40,6 +46,14 @@ from retrieval.serializers import (
     QueryResponseSerializer,
     SearchRequestSerializer,
     SearchResponseSerializer,
+    WidgetQueryRequestSerializer,
+    WidgetQueryResponseSerializer,
+)
+from retrieval.widget import (
+    WidgetRefused,
+    widget_origin,
+    widget_origin_allowed,
+    widget_reader,
 )
 from sources.models import PageVersion
 
@@ -239,3 +253,106 @@ def answer_page(request: HttpRequest, log_id: int) -> HttpResponse:
         return HttpResponseNotFound(render(request, "404.html").content)
     report = answer_report(log, _diff_url(request))
     return render(request, "retrieval/answer.html", {"log": log, "report": report})
+
+
+# -- the Ask widget ----------------------------------------------------------------
+
+# Not a static file: served at one address only, whose directory the script
+# takes its endpoint's from.
+WIDGET_SCRIPT = Path(__file__).resolve().parent / "scripts" / "widget.js"
+# Seconds browsers keep a preflight's answer (Chromium keeps it two hours at most).
+PREFLIGHT_MAX_AGE = 600
+
+
+@cache
+def _widget_script() -> tuple[bytes, str]:
+    body = WIDGET_SCRIPT.read_bytes()
+    return body, f'"{hashlib.sha256(body).hexdigest()[:32]}"'
+
+
+@require_GET
+@etag(lambda request: _widget_script()[1])
+def widget_script(request: HttpRequest) -> HttpResponse:
+    """The Ask widget, for a script tag on any site: the same file whatever the
+    page, kept by browsers for five minutes and then checked by its ETag."""
+    response = HttpResponse(
+        _widget_script()[0], content_type="text/javascript; charset=utf-8"
+    )
+    response["Cache-Control"] = "public, max-age=300"
+    response["Cross-Origin-Resource-Policy"] = "cross-origin"
+    return response
+
+
+class WidgetQueryView(APIView):
+    """The Ask widget's questions, from pages of other sites: a cited answer, as
+    ``/api/query/`` gives, over the sources the page's site may read
+    (``retrieval.widget``), counted with anonymous readers' questions.
+
+    CORS: an origin some source allows gets ``Access-Control-Allow-Origin`` (its
+    own, never ``*``, never with credentials) on its preflight and every answer,
+    errors included, so that its pages can read them; any other gets 403 and no
+    CORS header. Every answer varies by ``Origin``."""
+
+    # The widget sends no cookie and no token: a session in the browser never
+    # widens what a page of another site reads.
+    authentication_classes: list[Any] = []
+    permission_classes = [AllowAny]
+    throttle_classes = [SharedRateThrottle]
+    throttle_scope = QueryView.anonymous_throttle_scope
+    anonymous_throttle_scope = QueryView.anonymous_throttle_scope
+    origin = ""
+    cors = False
+
+    def check_permissions(self, request: Request) -> None:
+        try:
+            self.origin = widget_origin(request.headers.get("Origin"))
+        except WidgetRefused as refused:
+            raise PermissionDenied(refused.detail, refused.code) from None
+        self.cors = widget_origin_allowed(origin=self.origin)
+        if not self.cors:
+            raise PermissionDenied(
+                f"The Ask widget is not allowed on {self.origin}: no source lists "
+                "it among its Ask widget origins.",
+                "origin_not_allowed",
+            )
+        super().check_permissions(request)
+
+    def get_throttles(self) -> list[Any]:
+        # A preflight asks nothing: browsers send one before a question.
+        return [] if self.request.method == "OPTIONS" else super().get_throttles()
+
+    def options(self, request: Any, *args: Any, **kwargs: Any) -> Response:
+        return Response(status=204)
+
+    @extend_schema(
+        request=WidgetQueryRequestSerializer,
+        responses={200: WidgetQueryResponseSerializer, 400: dict, 403: dict, 429: dict},
+    )
+    def post(self, request: Request) -> Response:
+        body = WidgetQueryRequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        try:
+            reader = widget_reader(origin=self.origin, key=body.validated_data["key"])
+        except WidgetRefused as refused:
+            raise PermissionDenied(refused.detail, refused.code) from None
+        result = question_answer(
+            question=body.validated_data["question"],
+            user=reader,
+            k=body.validated_data["k"],
+            filters=body.filters(),
+        )
+        return Response(WidgetQueryResponseSerializer(result).data)
+
+    def finalize_response(
+        self, request: Request, response: Any, *args: Any, **kwargs: Any
+    ) -> Any:
+        response = super().finalize_response(request, response, *args, **kwargs)
+        patch_vary_headers(response, ["Origin"])
+        if self.cors:
+            response["Access-Control-Allow-Origin"] = self.origin
+            response["Access-Control-Expose-Headers"] = "Retry-After"
+            if request.method == "OPTIONS":
+                response["Access-Control-Allow-Methods"] = "POST"
+                response["Access-Control-Allow-Headers"] = "Content-Type"
+                response["Access-Control-Max-Age"] = str(PREFLIGHT_MAX_AGE)
+        return response

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import re
 import secrets
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -16,6 +17,7 @@ from django.db.models.expressions import RawSQL
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from kbsite.canonical import web_origins
 from kbsite.text import sha256_hex
 from kbsite.textdiff import Change
 from sources import schedule
@@ -34,6 +36,16 @@ GENERATED_WITHIN = timedelta(minutes=1)
 Caller = AbstractBaseUser | AnonymousUser | None
 
 
+class WidgetReader(AnonymousUser):
+    """An anonymous reader of the Ask widget on a page of another site: they read
+    these sources and no other, whatever is public. ``retrieval.widget`` decides
+    which (the sources that allow the page's origin: public ones, or those of a
+    widget key); none when it is given none."""
+
+    def __init__(self, source_ids: Iterable[int] = ()) -> None:
+        self.source_ids = tuple(sorted(set(source_ids)))
+
+
 def sees_every_source(user: Caller) -> bool:
     """No user (the system itself) and superusers see every source."""
     return user is None or getattr(user, "is_superuser", False)
@@ -46,6 +58,8 @@ def source_ids_searchable_by(user: Caller) -> list[int] | None:
     statistics (see ``retrieval.searchable``)."""
     if sees_every_source(user):
         return None
+    if isinstance(user, WidgetReader):
+        return list(user.source_ids)
     from sources import sql  # not at import: it composes from this module's models
 
     return sql.visible_source_ids(user=user, public=True)
@@ -63,7 +77,8 @@ class SourceQuerySet(models.QuerySet["Source"]):
     - ``searchable_by``: whose text a caller may read (search, answers and their
       citations, the Ask page's menu, and whatever else shows indexed text). An
       anonymous reader: the public sources; a signed-in user: those, the sources
-      with no allowed groups and those of their groups.
+      with no allowed groups and those of their groups; the Ask widget's reader
+      (``WidgetReader``): the sources it was given, and no other.
     - ``visible_to``: the sources whose rows an editor sees in the admin and acts
       on: those with no allowed groups and those of their groups. Making a source
       public lets everyone read it, not manage it; an anonymous caller has none.
@@ -95,9 +110,17 @@ class SourceQuerySet(models.QuerySet["Source"]):
             return self.none()
         return self.exclude(pk__in=Source.objects.searchable_by(user).values("pk"))
 
+    def allowing_origin(self, origin: str) -> SourceQuerySet:
+        """The sources whose answers the Ask widget may show on pages of
+        ``origin`` (as a browser sends it: ``https://docs.example.com``), by their
+        own list; a key or being public decides the rest (``retrieval.widget``)."""
+        return self.filter(widget_origins__contains=[origin])
+
     def _of(self, user: Caller, *, public: bool) -> SourceQuerySet:
         if sees_every_source(user):
             return self
+        if isinstance(user, WidgetReader):  # reads its sources, manages none
+            return self.filter(pk__in=user.source_ids) if public else self.none()
         from sources import sql  # not at import: it composes from this module's models
 
         select = sql.visible_source_ids_select(user=user, public=public)
@@ -243,6 +266,19 @@ class Source(models.Model):
         "page and the API answer anonymous readers from public sources only. The "
         "allowed groups below still decide which editors manage it.",
     )
+    widget_origins = ArrayField(
+        models.CharField(max_length=300),
+        verbose_name="Ask widget origins",
+        default=list,
+        # Nodes still running the code of before insert sources without it.
+        db_default=Value([], output_field=ArrayField(models.CharField(max_length=300))),
+        blank=True,
+        help_text="Sites whose pages may show this source's answers in the Ask "
+        "widget, one origin per line, e.g. https://docs.example.com (scheme, host "
+        "and port if not the default; no path). A public source answers there "
+        "without a key; any other only through a widget key that names it and "
+        "the site.",
+    )
     allowed_groups = models.ManyToManyField(
         Group,
         blank=True,
@@ -318,6 +354,10 @@ class Source(models.Model):
                 except re.error as exc:
                     errors[name] = f"{line!r} is not a regular expression: {exc}"
                     break
+        try:
+            self.widget_origins = web_origins(self.widget_origins)
+        except ValueError as exc:
+            errors["widget_origins"] = str(exc)
         if errors:
             raise ValidationError(errors)
 

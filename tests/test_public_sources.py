@@ -119,6 +119,36 @@ CHANNELS: dict[str, Ask] = {
     "change feeds": change_feeds,
 }
 
+# A site every source of the world allows the Ask widget on: what the widget reads
+# there is decided by being public or by a key, never by the browser's session.
+WIDGET_ORIGIN = "https://help.example.net"
+
+
+def widget_ask(client: Client, site: Site, key: str = "") -> dict:
+    response = client.post(
+        "/api/widget/query/",
+        {"question": site.question, **({"key": key} if key else {})},
+        content_type="application/json",
+        HTTP_ORIGIN=WIDGET_ORIGIN,
+    )
+    assert response.status_code == 200, response.content
+    assert response["Access-Control-Allow-Origin"] == WIDGET_ORIGIN
+    return response.json()
+
+
+def widget_answer(client: Client, site: Site, key: str = "") -> str:
+    return widget_ask(client, site, key)["answer"]
+
+
+def widget_citations(client: Client, site: Site, key: str = "") -> str:
+    return json.dumps(widget_ask(client, site, key)["citations"])
+
+
+WIDGET_CHANNELS: dict[str, Ask] = {
+    "the widget's answer": widget_answer,
+    "the widget's citations": widget_citations,
+}
+
 
 class PublicSourceWorld(IngestWorld):
     """Three sources (public, open to signed-in users, one group's), each with its
@@ -131,7 +161,9 @@ class PublicSourceWorld(IngestWorld):
         cls.sources = {}
         for site in SITES:
             source = Source.objects.create(
-                name=site.name, seed_urls=f"https://{site.host}/"
+                name=site.name,
+                seed_urls=f"https://{site.host}/",
+                widget_origins=[WIDGET_ORIGIN],
             )
             cls.sources[site] = source
             ingest_markdown(site.url, site.markdown())
@@ -173,6 +205,18 @@ class AnonymousReaderTests(PublicSourceWorld):
                 for site in SITES:
                     with self.subTest(who=who, channel=channel_name, source=site):
                         assert self.reaches(client, channel, site) is (site in seen)
+
+    def test_the_widget_reaches_the_public_source_and_nothing_else_for_anyone(self):
+        root = User.objects.create_superuser("root")
+        clients = {"nobody": Client()}
+        for who, user in [("a vault keeper", self.keeper), ("a superuser", root)]:
+            clients[who] = Client()
+            clients[who].force_login(user)
+        for who, client in clients.items():
+            for channel_name, channel in WIDGET_CHANNELS.items():
+                for site in SITES:
+                    with self.subTest(who=who, channel=channel_name, source=site):
+                        assert self.reaches(client, channel, site) is (site is PUBLIC)
 
     def test_no_longer_public_the_source_is_closed_to_anonymous_readers(self):
         self.publish(PUBLIC, public=False)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin
+from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.db.models import Count, Q, QuerySet
 from django.http import HttpRequest
@@ -13,7 +14,12 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html
 
-from kbsite.admin_utils import ReadableDurationField, number, readable_duration
+from kbsite.admin_utils import (
+    OriginsField,
+    ReadableDurationField,
+    number,
+    readable_duration,
+)
 from sources.admin.visibility import VisibleRowsAdmin
 from sources.models import Page, Source, stale_condition
 
@@ -42,7 +48,10 @@ class SourceAdmin(VisibleRowsAdmin):
     search_fields = ["name", "seed_urls", "sitemap_url"]
     filter_horizontal = ["allowed_groups"]
     readonly_fields = ["created_at", "updated_at"]
-    formfield_overrides = durations_in_words(DURATION_HELP)
+    formfield_overrides = {
+        **durations_in_words(DURATION_HELP),
+        ArrayField: {"form_class": OriginsField},  # the widget's origins
+    }
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Source]:
         live = Q(pages__status=Page.Status.LIVE)
