@@ -10,7 +10,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
     dependencies = [
         ("retrieval", "0010_answers_checked_again"),
-        ("sources", "0017_sources_allow_the_ask_widget_on_origins"),
+        ("sources", "0018_sources_allow_the_ask_widget_on_origins"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

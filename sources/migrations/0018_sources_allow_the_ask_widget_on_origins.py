@@ -6,7 +6,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("sources", "0016_page_checks_keep_how_long_new_content_had_stood"),
+        ("sources", "0017_page_keeps_the_key_of_its_reading"),
     ]
 
     operations = [
