@@ -25,13 +25,14 @@ source.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 
 from django.db.models import Count, F, OuterRef, Q, QuerySet, Subquery, Sum
 from django.db.models.functions import Coalesce, TruncDate
 from django.utils import timezone
 
-from ingest.models import Delivery
+from ingest.crawl.progress import crawl_errors
+from ingest.models import Crawl, Delivery
 from retrieval.models import Chunk, EmbeddingUsage
 from sources.models import Caller, Page, Source, stale_condition
 from sources.visibility import rows_visible_to, sees_every_row
@@ -50,6 +51,19 @@ OUTCOME_GROUPS: dict[str, list[str]] = {
 }
 
 
+@dataclass(frozen=True)
+class Problem:
+    """The latest thing that went wrong with a source: a failing page, or a URL
+    its latest crawl could not fetch (a new source's seeds have no page yet)."""
+
+    url: str
+    title: str
+    at: datetime | None
+    error: str
+    page_id: int | None = None
+    crawl_url_id: int | None = None
+
+
 @dataclass
 class SourceOverview:
     live: int
@@ -62,7 +76,8 @@ class SourceOverview:
     tokens_week: int
     tokens_ever: int
     last_delivery: Delivery | None
-    last_error: Page | None
+    last_error: Problem | None
+    crawl: Crawl | None  # the latest one of the built-in crawler
 
 
 def source_overview(*, source: Source, now: datetime) -> SourceOverview:
@@ -77,8 +92,8 @@ def source_overview(*, source: Source, now: datetime) -> SourceOverview:
         tokens=Coalesce(Sum("embedding_tokens"), 0),
     )
     deliveries = Delivery.objects.filter(page__source=source).defer("body")
+    crawl = source.crawls.order_by("-started_at", "-pk").first()
     week = deliveries.filter(received_at__gte=now - WEEK)
-    failing = source.pages.filter(failure_count__gt=0).exclude(last_error="")
     return SourceOverview(
         live=counts["live"],
         gone=counts["gone"],
@@ -90,10 +105,32 @@ def source_overview(*, source: Source, now: datetime) -> SourceOverview:
         tokens_week=week.aggregate(t=Coalesce(Sum("embedding_tokens"), 0))["t"],
         tokens_ever=counts["tokens"],
         last_delivery=deliveries.order_by("-received_at").first(),
-        last_error=failing.only("pk", "url", "title", "last_error", "last_failure_at")
-        .order_by("-last_failure_at")
-        .first(),
+        last_error=_last_problem(source, crawl),
+        crawl=crawl,
     )
+
+
+def _last_problem(source: Source, crawl: Crawl | None) -> Problem | None:
+    """The newer of the latest failing page's error and the latest crawl's."""
+    failing = source.pages.filter(failure_count__gt=0).exclude(last_error="")
+    page = (
+        failing.only("pk", "url", "title", "last_error", "last_failure_at")
+        .order_by(F("last_failure_at").desc(nulls_last=True))
+        .first()
+    )
+    row = crawl_errors(crawl=crawl).first() if crawl is not None else None
+    problems = []
+    if page is not None:
+        problems.append(
+            Problem(
+                page.url, page.title, page.last_failure_at, page.last_error, page.pk
+            )
+        )
+    if row is not None:
+        problems.append(Problem(row.url, "", row.done_at, row.error, None, row.pk))
+    if not problems:
+        return None
+    return max(problems, key=lambda p: p.at or datetime.min.replace(tzinfo=UTC))
 
 
 # -- the dashboard -----------------------------------------------------------------

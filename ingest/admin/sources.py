@@ -20,8 +20,10 @@ from django.utils.timesince import timeuntil
 from django.views.decorators.http import require_POST
 
 from ingest import stats
+from ingest.admin.crawls import progress_html, status_html
 from ingest.admin.plans import plan_report
 from ingest.crawl.claims import hosts_paused
+from ingest.crawl.progress import crawl_progress
 from ingest.crawl.robots import origin_of
 from ingest.models import Delivery, Subscription
 from ingest.publish import publish_check_request
@@ -44,8 +46,8 @@ def fetcher_problems(source: Source) -> list[str]:
     return [f"{name} is not set" for name in needed if not getattr(settings, name)]
 
 
-OVERVIEW = ["pages_overview", "index_overview", "changes_overview", "last_delivery",
-            "last_error",
+OVERVIEW = ["pages_overview", "crawl_overview", "last_error", "index_overview",
+            "changes_overview", "last_delivery",
             "last_check", "hosts_paused", "callback_url",
             "fetcher_status", "subscriptions"]  # fmt: skip
 
@@ -251,19 +253,36 @@ class CrawlingSourceAdmin(SourceAdmin):
             delivery.get_outcome_display() or delivery.get_state_display(),
         )
 
+    @admin.display(description="crawl")
+    def crawl_overview(self, obj: Source) -> str:
+        """The latest crawl: its status, fetched, indexed, left, the time left."""
+        if not obj.is_crawled_here:
+            return "— (Crawlbase crawls this source: see Ingest → Pushes)"
+        crawl = self._overview(obj).crawl
+        if crawl is None:
+            return "None yet: Crawl now starts one."
+        progress = crawl_progress(crawl=crawl)
+        return format_html(
+            '<a href="{}">{}</a>, started {}: {} · {}',
+            reverse("admin:ingest_crawl_change", args=[crawl.pk]),
+            crawl, ago(crawl.started_at), status_html(progress),
+            progress_html(progress),
+        )  # fmt: skip
+
     @admin.display(description="last error")
     def last_error(self, obj: Source) -> str:
-        page = self._overview(obj).last_error
-        if page is None:
-            return "No page is failing."
-        url = reverse("admin:sources_page_change", args=[page.pk])
+        """The newest of the failing pages' errors and the latest crawl's."""
+        problem = self._overview(obj).last_error
+        if problem is None:
+            return "None: no page is failing and the latest crawl had no error."
+        if problem.page_id is not None:
+            url = reverse("admin:sources_page_change", args=[problem.page_id])
+        else:
+            url = reverse("admin:ingest_crawlurl_change", args=[problem.crawl_url_id])
         return format_html(
-            '<a href="{}">{}</a>, {}: {}',
-            url,
-            page.title or page.url,
-            ago(page.last_failure_at),
-            page.last_error,
-        )
+            '<a href="{}">{}</a>, {}: <strong class="kb-warning">{}</strong>',
+            url, problem.title or problem.url, ago(problem.at), problem.error,
+        )  # fmt: skip
 
     @admin.display(description="last check for changes")
     def last_check(self, obj: Source) -> str:
