@@ -100,12 +100,14 @@ def test_a_crawl_is_done_only_once_what_it_fetched_is_indexed(
 
 def test_the_summary_counts_fetched_indexed_and_left_with_the_time_left():
     progress = Progress(state="running", window=300.0)
-    progress.pages.update({"": 41, "fetched": 100, "not_modified": 6, "scope": 9})
+    progress.pages.update(
+        {"": 41, "fetched": 100, "not_modified": 6, "robots": 3, "scope": 9}
+    )
     progress.deliveries.update({"": 20, "embedded": 80, "unchanged": 6})
     progress.fetched_recently, progress.indexed_recently = 60, 30
 
     assert progress.summary() == (
-        "fetched 106 of 147 · indexed 86 · 61 left (about 10 min)"
+        "fetched 106 of 150 · 3 skipped or failed · indexed 86 · 61 left (about 10 min)"
     )
     progress.indexed_recently = 2
     assert progress.summary().endswith("61 left (estimating…)")
@@ -232,7 +234,10 @@ class RefusedCrawlTests(CrawlWorld):
         row = self.refused.urls.get()
         assert reverse("admin:ingest_crawlurl_change", args=[row.pk]) in error
         shown = content.split("Crawl:")[1].split("</div>")[0]
-        assert "Failed</strong>" in shown and "fetched 1 of 1 · indexed 0" in shown
+        assert (
+            "Failed</strong>" in shown
+            and "fetched 0 of 1 · 1 skipped or failed" in shown
+        )
 
 
 class OverviewProgressTests(CrawlWorld):

@@ -80,8 +80,13 @@ class Progress:
 
     @property
     def fetched_count(self) -> int:
-        """Pages whose fetch is over, whatever it ended in."""
-        return self.admitted - self.queued
+        """Pages the site answered (200, 304, or gone): each makes a delivery."""
+        return sum(self.pages[r] for r in REACHED)
+
+    @property
+    def not_fetched(self) -> int:
+        """Pages done with nothing fetched: failed, refused, kept out by robots."""
+        return self.admitted - self.queued - self.fetched_count
 
     @property
     def indexed_count(self) -> int:
@@ -101,7 +106,7 @@ class Progress:
             return Status.FETCHING
         if self.indexing:
             return Status.INDEXING
-        if not sum(self.pages[r] for r in REACHED):
+        if not self.fetched_count:
             # No page answered: every one failed, was refused or kept out by
             # robots.txt, or none was in scope.
             return Status.FAILED
@@ -131,10 +136,14 @@ class Progress:
         return "estimating…"
 
     def summary(self) -> str:
-        """ "fetched 106 of 147 · indexed 80 · 61 left (about 4 min)"."""
+        """ "fetched 106 of 150 · 3 skipped or failed · indexed 80 · 67 left
+        (about 4 min)"."""
+        skipped = (
+            f" · {self.not_fetched:,} skipped or failed" if self.not_fetched else ""
+        )
         text = (
-            f"fetched {self.fetched_count:,} of {self.admitted:,} · indexed "
-            f"{self.indexed_count:,} · {self.left:,} left"
+            f"fetched {self.fetched_count:,} of {self.admitted:,}{skipped} · "
+            f"indexed {self.indexed_count:,} · {self.left:,} left"
         )
         if self.status in (Status.FETCHING, Status.INDEXING) and self.left:
             text += f" ({self.time_left_words()})"
