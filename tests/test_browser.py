@@ -214,7 +214,8 @@ def test_an_editor_reads_a_pages_diff_and_the_dashboard(browser, live_server):
     figures = browser.find_element(By.CSS_SELECTOR, "#tokens + .kb-figures").text
     full_page_screenshot(browser, SCREENSHOTS / "dashboard.png")
     assert charts
-    assert "full rebuild" in figures and "page-level hash gating" in figures
+    assert "first crawls" in figures and "full re-embed" in figures
+    assert "page-level hash gating" in figures
     assert "never verified" not in browser.find_element(By.ID, "oldest").text
 
     # Where the editor goes next: the source's overview and its pages.
