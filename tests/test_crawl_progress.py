@@ -21,7 +21,7 @@ from ingest.crawl.progress import (
     time_left,
 )
 from ingest.crawl.services import crawl_start
-from ingest.models import Crawl, CrawlUrl, Delivery
+from ingest.models import Crawl, CrawlHost, CrawlUrl, Delivery
 from ingest.queueing import TASK as DELIVERY_TASK
 from sources.models import Page, Source
 from tests.fakes.site import page
@@ -277,3 +277,37 @@ class OverviewProgressTests(CrawlWorld):
         ).content.decode()
 
         assert "Crawlbase crawls this source" in content.split("Crawl:")[1]
+
+
+class SeedErrorTests(CrawlWorld):
+    """What only a fetch can tell shows on the overview once the crawl ran."""
+
+    def setUp(self) -> None:
+        super().setUp()
+        editor = get_user_model().objects.create_superuser(
+            "editor", "editor@example.com", "a long test password"
+        )
+        self.client.force_login(editor)
+
+    def test_a_seed_the_site_refuses_or_robots_txt_disallows_is_the_last_error(self):
+        for name, arrange, reason in [
+            ("403", lambda: self.site.add("/docs/", "", status=403),
+             "the site answered 403"),
+            ("robots", lambda: self.site.robots("User-agent: *\nDisallow: /docs/\n"),
+             f"robots.txt disallows {self.site.url('/docs/')}"),
+        ]:  # fmt: skip
+            with self.subTest(name):
+                Source.objects.all().delete()
+                CrawlHost.objects.all().delete()  # robots.txt is kept a day
+                self.site.add("/docs/", page("Docs"))
+                self.site.robots("")
+                arrange()
+                source = self.source()
+                crawl = self.crawl(source)
+
+                content = self.client.get(
+                    reverse("admin:sources_source_change", args=[source.pk])
+                ).content.decode()
+
+                assert crawl_progress(crawl=crawl).status == Status.FAILED
+                assert reason in content.split("Last error:")[1].split("</div>")[0]
