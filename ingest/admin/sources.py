@@ -277,7 +277,7 @@ class CrawlingSourceAdmin(SourceAdmin):
     def crawl_overview(self, obj: Source) -> str:
         """The latest crawl: its status, fetched, indexed, left, the time left."""
         if not obj.is_crawled_here:
-            return "— (Crawlbase crawls this source: see Ingest → Pushes)"
+            return "— (Crawlbase crawls this source: see Ingest → Pushes to Crawlbase)"
         crawl = self._overview(obj).crawl
         if crawl is None:
             return "None yet: Crawl now starts one."
