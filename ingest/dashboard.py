@@ -21,16 +21,19 @@ from sources.models import Caller
 
 DAY_CHOICES = [7, 14, 30, 90]
 OUTCOME_COLOURS = {
-    "embedded": "#2563eb",
+    "new": "#1e3a8a",
+    "changed": "#2563eb",
     "unchanged": "#16a34a",
+    "duplicates": "#0891b2",
     "deleted": "#6b7280",
     "skipped": "#d97706",
     "failed": "#dc2626",
     "rejected": "#a16207",
     "in progress": "#a5b4fc",
 }
+FIRST_COLOUR = "#c4b5fd"
 STRATEGY_COLOURS = {
-    "full rebuild": "#9ca3af",
+    "full re-embed": "#9ca3af",
     "page-level hash gating": "#f59e0b",
     "this product": "#2563eb",
 }
@@ -80,20 +83,6 @@ def _deliveries(*, since: Any, now: Any, user: Caller) -> dict[str, Any]:
         Series(group, OUTCOME_COLOURS[group], [d.outcomes.get(group, 0) for d in days])
         for group in stats.OUTCOME_GROUPS
     ]
-    strategies = {
-        "full rebuild": sum(d.full for d in days),
-        "page-level hash gating": sum(d.page_gated for d in days),
-        "this product": sum(d.spent for d in days),
-    }
-    token_series = [
-        Series(f"tokens, {name}", STRATEGY_COLOURS[name], values)
-        for name, values in [
-            ("full rebuild", [d.full for d in days]),
-            ("page-level hash gating", [d.page_gated for d in days]),
-            ("this product", [d.spent for d in days]),
-        ]
-    ]
-    spent = strategies["this product"]
     return {
         "per_day": days,
         "outcome_rows": [
@@ -103,6 +92,8 @@ def _deliveries(*, since: Any, now: Any, user: Caller) -> dict[str, Any]:
         "token_rows": [
             (
                 d.day,
+                number(d.first_spent),
+                number(d.recrawls),
                 number(d.spent),
                 number(d.page_gated),
                 number(d.full),
@@ -116,24 +107,75 @@ def _deliveries(*, since: Any, now: Any, user: Caller) -> dict[str, Any]:
         ),
         "token_chart": grouped_bars(
             labels=labels,
-            series=token_series,
-            title="Embedding tokens per day: full rebuild, page-level hash gating, "
-            "this product",
+            series=_token_series(days),
+            title="Embedding tokens per day: first crawls; recrawls by a full "
+            "re-embed, page-level hash gating and this product",
         ),
+        **_figures(days),
+        "usage_total": number(usage),
+        "usage_cost": tokens_cost(usage),
+        "usage_shown": usage_shown,
+    }
+
+
+def _token_series(days: list[stats.Day]) -> list[Series]:
+    recrawls = [
+        ("full re-embed", [d.full for d in days]),
+        ("page-level hash gating", [d.page_gated for d in days]),
+        ("this product", [d.spent for d in days]),
+    ]
+    return [
+        Series("tokens, first crawls", FIRST_COLOUR, [d.first_spent for d in days]),
+        *(
+            Series(f"tokens of recrawls, {name}", STRATEGY_COLOURS[name], values)
+            for name, values in recrawls
+        ),
+    ]
+
+
+def _figures(days: list[stats.Day]) -> dict[str, Any]:
+    """First crawls apart; recrawls' spending against the two other strategies
+    on the same recrawls."""
+    spent = sum(d.spent for d in days)
+    strategies = {
+        "full re-embed": sum(d.full for d in days),
+        "page-level hash gating": sum(d.page_gated for d in days),
+    }
+    first_spent = sum(d.first_spent for d in days)
+    return {
+        "first": {
+            "colour": FIRST_COLOUR,
+            "pages": number(sum(d.first_pages for d in days)),
+            "tokens": number(first_spent),
+            "cost": tokens_cost(first_spent),
+        },
+        "recrawls": number(sum(d.recrawls for d in days)),
         "strategies": [
             {
                 "name": name,
                 "colour": STRATEGY_COLOURS[name],
                 "tokens": number(tokens),
                 "cost": tokens_cost(tokens),
-                "share": f"{spent / tokens:.1%}" if tokens else "",
+                "share": share_words(spent, tokens),
             }
             for name, tokens in strategies.items()
         ],
-        "usage_total": number(usage),
-        "usage_cost": tokens_cost(usage),
-        "usage_shown": usage_shown,
+        "spent": {
+            "colour": STRATEGY_COLOURS["this product"],
+            "tokens": number(spent),
+            "cost": tokens_cost(spent),
+        },
     }
+
+
+def share_words(spent: int, baseline: int) -> str:
+    """What this product spent as a share of what a strategy would have: a
+    percentage of it, never over 100% (spending more is said in tokens)."""
+    if not baseline:
+        return ""
+    if spent > baseline:
+        return f"this product spent {spent - baseline:,} tokens more"
+    return f"this product spent {spent / baseline:.1%} of it"
 
 
 def _freshness(*, now: Any, user: Caller) -> dict[str, Any]:

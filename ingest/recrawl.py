@@ -19,7 +19,7 @@ from django_q.tasks import async_task
 
 from ingest import sql
 from ingest.crawl.services import crawl_start, page_fetch_queue
-from ingest.models import Push
+from ingest.models import CrawlUrl, Push
 from ingest.pushing import pages_push_queue, pushes_expire
 from kbsite.canonical import canonical_url_or_none
 from sources.models import Caller, Page, Source
@@ -160,7 +160,8 @@ def source_crawl_start(*, source: Source, sitemaps: bool = True) -> RecrawlPlan:
     follow as they are delivered."""
     if source.is_crawled_here:
         crawl, _ = crawl_start(source=source)
-        return RecrawlPlan(fetching=crawl.urls.count())
+        queued = crawl.urls.open().filter(kind=CrawlUrl.Kind.PAGE).count()
+        return RecrawlPlan(selected=queued, fetching=queued)
     plan = urls_recrawl(urls=source.seeds[: source.max_pages], source=source)
     if sitemaps:
         transaction.on_commit(

@@ -1,15 +1,18 @@
 """The numbers editors read in the admin: per source, per day, across the index.
 
-Reads only. What other strategies would have spent is derived from stored counts:
-a page costs, embedded whole, the tokens of its current chunks (``Chunk.token_count``
-is counted on the text that is embedded, title and heading path included). So, for
-the same deliveries,
+Reads only. A delivery is a **first crawl** of its page unless an earlier delivery
+of the page brought content (outcomes *embedded*, *unchanged*, *duplicate*); then
+it is a **recrawl**. A page's first crawl costs every strategy the same (its text
+must be embedded once), so savings are counted on recrawls alone, against what
+the same recrawls would have cost otherwise. A page costs, embedded whole, the
+tokens of its current chunks (``Chunk.token_count`` is counted on the text that is
+embedded, title and heading path included). So, for the same recrawls,
 
-* a **full rebuild** (every crawled page embedded again) would have spent the page's
-  tokens on every delivery that brought content (outcomes *embedded* and
+* a **full re-embed** (every recrawled page embedded again) would have spent the
+  page's tokens on every recrawl that brought content (outcomes *embedded* and
   *unchanged*);
 * **page-level hash gating** (a page embedded again whenever its hash changed)
-  would have spent them on every *embedded* delivery;
+  would have spent them on every *embedded* recrawl;
 * this product spent what each delivery recorded (``Delivery.embedding_tokens``):
   only the chunk texts that had no vector yet.
 
@@ -25,29 +28,57 @@ source.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 
-from django.db.models import Count, F, OuterRef, Q, QuerySet, Subquery, Sum
+from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet, Subquery, Sum
 from django.db.models.functions import Coalesce, TruncDate
 from django.utils import timezone
 
-from ingest.models import Delivery
+from ingest.crawl.progress import crawl_errors
+from ingest.models import Crawl, Delivery
 from retrieval.models import Chunk, EmbeddingUsage
 from sources.models import Caller, Page, Source, stale_condition
 from sources.visibility import rows_visible_to, sees_every_row
 
 WEEK = timedelta(days=7)
 Outcome = Delivery.Outcome
-# How the dashboard groups outcomes, in stacking order (bottom first).
+# Earlier outcomes that make a delivery of the same page a recrawl.
+CONTENT_OUTCOMES = [Outcome.EMBEDDED, Outcome.UNCHANGED, Outcome.DUPLICATE]
+# How the dashboard groups outcomes, in stacking order (bottom first). A page's
+# content embedded is *new* on its first crawl and *changed* on a recrawl.
 OUTCOME_GROUPS: dict[str, list[str]] = {
-    "embedded": [Outcome.EMBEDDED],
+    "new": [Outcome.EMBEDDED],
+    "changed": [Outcome.EMBEDDED],
     "unchanged": [Outcome.UNCHANGED],
+    "duplicates": [Outcome.DUPLICATE],
     "deleted": [Outcome.DELETED],
     "skipped": [Outcome.SKIPPED],
     "failed": [Outcome.FAILED],
     "rejected": [Outcome.REJECTED, Outcome.OUT_OF_SCOPE],
     "in progress": [""],
 }
+
+
+def outcome_group(outcome: str, *, recrawl: bool) -> str:
+    if outcome == Outcome.EMBEDDED:
+        return "changed" if recrawl else "new"
+    for group, outcomes in OUTCOME_GROUPS.items():
+        if outcome in outcomes:
+            return group
+    return "rejected"
+
+
+@dataclass(frozen=True)
+class Problem:
+    """The latest thing that went wrong with a source: a failing page, or a URL
+    its latest crawl could not fetch (a new source's seeds have no page yet)."""
+
+    url: str
+    title: str
+    at: datetime | None
+    error: str
+    page_id: int | None = None
+    crawl_url_id: int | None = None
 
 
 @dataclass
@@ -62,7 +93,8 @@ class SourceOverview:
     tokens_week: int
     tokens_ever: int
     last_delivery: Delivery | None
-    last_error: Page | None
+    last_error: Problem | None
+    crawl: Crawl | None  # the latest one of the built-in crawler
 
 
 def source_overview(*, source: Source, now: datetime) -> SourceOverview:
@@ -77,8 +109,8 @@ def source_overview(*, source: Source, now: datetime) -> SourceOverview:
         tokens=Coalesce(Sum("embedding_tokens"), 0),
     )
     deliveries = Delivery.objects.filter(page__source=source).defer("body")
+    crawl = source.crawls.order_by("-started_at", "-pk").first()
     week = deliveries.filter(received_at__gte=now - WEEK)
-    failing = source.pages.filter(failure_count__gt=0).exclude(last_error="")
     return SourceOverview(
         live=counts["live"],
         gone=counts["gone"],
@@ -90,10 +122,32 @@ def source_overview(*, source: Source, now: datetime) -> SourceOverview:
         tokens_week=week.aggregate(t=Coalesce(Sum("embedding_tokens"), 0))["t"],
         tokens_ever=counts["tokens"],
         last_delivery=deliveries.order_by("-received_at").first(),
-        last_error=failing.only("pk", "url", "title", "last_error", "last_failure_at")
-        .order_by("-last_failure_at")
-        .first(),
+        last_error=_last_problem(source, crawl),
+        crawl=crawl,
     )
+
+
+def _last_problem(source: Source, crawl: Crawl | None) -> Problem | None:
+    """The newer of the latest failing page's error and the latest crawl's."""
+    failing = source.pages.filter(failure_count__gt=0).exclude(last_error="")
+    page = (
+        failing.only("pk", "url", "title", "last_error", "last_failure_at")
+        .order_by(F("last_failure_at").desc(nulls_last=True))
+        .first()
+    )
+    row = crawl_errors(crawl=crawl).first() if crawl is not None else None
+    problems = []
+    if page is not None:
+        problems.append(
+            Problem(
+                page.url, page.title, page.last_failure_at, page.last_error, page.pk
+            )
+        )
+    if row is not None:
+        problems.append(Problem(row.url, "", row.done_at, row.error, None, row.pk))
+    if not problems:
+        return None
+    return max(problems, key=lambda p: p.at or datetime.min.replace(tzinfo=UTC))
 
 
 # -- the dashboard -----------------------------------------------------------------
@@ -103,15 +157,36 @@ def source_overview(*, source: Source, now: datetime) -> SourceOverview:
 class Day:
     day: date
     outcomes: dict[str, int] = field(default_factory=dict)
-    spent: int = 0  # what this product embedded for the day's deliveries
-    page_gated: int = 0  # page-level hash gating, same deliveries
-    full: int = 0  # a full rebuild, same deliveries
+    first_pages: int = 0  # pages whose content was embedded for the first time
+    first_spent: int = 0  # what their first crawls cost (the same for any strategy)
+    recrawls: int = 0  # deliveries of pages crawled before
+    spent: int = 0  # what this product embedded for the day's recrawls
+    page_gated: int = 0  # page-level hash gating, same recrawls
+    full: int = 0  # a full re-embed of the recrawled pages
     # Every embedding request of the day (Embedding usage); None when not shown.
     usage: int | None = 0
 
     @property
     def deliveries(self) -> int:
         return sum(self.outcomes.values())
+
+    def add(
+        self, *, outcome: str, recrawl: bool, n: int, spent: int, whole: int
+    ) -> None:
+        """Count ``n`` deliveries of one outcome, which spent ``spent`` tokens, of
+        pages whose current chunks hold ``whole`` tokens in all."""
+        group = outcome_group(outcome, recrawl=recrawl)
+        self.outcomes[group] = self.outcomes.get(group, 0) + n
+        if not recrawl:
+            self.first_spent += spent
+            self.first_pages += n if outcome == Outcome.EMBEDDED else 0
+            return
+        self.recrawls += n
+        self.spent += spent
+        if outcome in (Outcome.EMBEDDED, Outcome.UNCHANGED):
+            self.full += whole
+        if outcome == Outcome.EMBEDDED:
+            self.page_gated += whole
 
 
 def _page_tokens() -> Subquery:
@@ -126,17 +201,33 @@ def _page_tokens() -> Subquery:
     return Subquery(per_page)
 
 
+def _crawled_before() -> Exists:
+    """Whether an earlier delivery of the delivery's page brought content."""
+    earlier = Q(received_at__lt=OuterRef("received_at")) | Q(
+        received_at=OuterRef("received_at"), pk__lt=OuterRef("pk")
+    )
+    return Exists(
+        Delivery.objects.filter(
+            earlier, page=OuterRef("page"), outcome__in=CONTENT_OUTCOMES
+        )
+    )
+
+
 def deliveries_per_day(*, since: datetime, now: datetime, user: Caller) -> list[Day]:
     """Every day from ``since`` to ``now`` (local time), with its deliveries'
-    outcomes and tokens, and what the two other strategies would have spent."""
+    outcomes, its first crawls and their tokens, and its recrawls' tokens with
+    what the two other strategies would have spent on them."""
     tz = timezone.get_current_timezone()
     days = _day_range(since, now)
-    group_of = {o: g for g, outcomes in OUTCOME_GROUPS.items() for o in outcomes}
     deliveries = Delivery.objects.filter(received_at__gte=since)
     rows = (
         rows_visible_to(deliveries, source_path="page__source", user=user)
-        .annotate(day=TruncDate("received_at", tzinfo=tz), whole=_page_tokens())
-        .values("day", "outcome")
+        .annotate(
+            day=TruncDate("received_at", tzinfo=tz),
+            whole=_page_tokens(),
+            recrawl=_crawled_before(),
+        )
+        .values("day", "outcome", "recrawl")
         .annotate(
             n=Count("pk"),
             spent=Coalesce(Sum("embedding_tokens"), 0),
@@ -145,15 +236,14 @@ def deliveries_per_day(*, since: datetime, now: datetime, user: Caller) -> list[
     )
     for row in rows:
         day = days.get(row["day"])
-        if day is None:
-            continue
-        group = group_of.get(row["outcome"], "rejected")
-        day.outcomes[group] = day.outcomes.get(group, 0) + row["n"]
-        day.spent += row["spent"]
-        if row["outcome"] in (Outcome.EMBEDDED, Outcome.UNCHANGED):
-            day.full += row["whole_sum"]
-        if row["outcome"] == Outcome.EMBEDDED:
-            day.page_gated += row["whole_sum"]
+        if day is not None:
+            day.add(
+                outcome=row["outcome"],
+                recrawl=row["recrawl"],
+                n=row["n"],
+                spent=row["spent"],
+                whole=row["whole_sum"],
+            )
     if not sees_every_row(user):
         for day in days.values():
             day.usage = None

@@ -130,9 +130,9 @@ class GroupEditorTests(TwoGroupsWorld):
         for day in context["per_day"]:
             for group, count in day.outcomes.items():
                 outcomes[group] = outcomes.get(group, 0) + count
-        assert outcomes == {"embedded": 2, "failed": 1}  # the stray one is not
-        strategies = {s["name"]: s["tokens"] for s in context["strategies"]}
-        assert strategies["this product"] == "376"  # 321 + 55, not B's 55
+        assert outcomes == {"new": 2, "failed": 1}  # the stray one is not
+        # Both are their pages' first crawls: 321 + 55, not B's 55.
+        assert context["first"]["tokens"] == "376"
         # What the whole index spent cannot be split by source: not shown.
         assert {usage for *_, usage in context["token_rows"]} == {"—"}
         self.assert_nothing_of_group_b(response.content.decode())
@@ -141,8 +141,7 @@ class GroupEditorTests(TwoGroupsWorld):
         context = self.client.get(reverse("admin-dashboard"), {"days": 14}).context
         assert len(context["sources"]) == 3
         assert context["freshness"].live == 3
-        strategies = {s["name"]: s["tokens"] for s in context["strategies"]}
-        assert strategies["this product"] == "431"
+        assert context["first"]["tokens"] == "431"
         assert "1,234,567" in {usage for *_, usage in context["token_rows"]}
 
     def test_actions_on_selected_rows_leave_group_bs_alone(self):

@@ -202,16 +202,18 @@ class DashboardTests(AdminWorld):
                 received_at=now - timedelta(minutes=n),
             )
 
-    def test_tokens_are_set_against_a_full_rebuild_and_page_level_gating(self):
+    def test_recrawls_are_set_against_a_full_re_embed_and_page_level_gating(self):
         response = self.client.get(reverse("admin-dashboard"), {"days": 7})
 
         strategies = {s["name"]: s for s in response.context["strategies"]}
-        # The page's chunks hold 42 tokens: four deliveries brought content, one
-        # changed it; this product embedded 20 tokens.
-        assert strategies["full rebuild"]["tokens"] == "168"
+        # The page was crawled before: today's deliveries are recrawls. Its
+        # chunks hold 42 tokens: four recrawls brought content, one changed it;
+        # this product embedded 20 tokens.
+        assert strategies["full re-embed"]["tokens"] == "168"
         assert strategies["page-level hash gating"]["tokens"] == "42"
-        assert strategies["this product"]["tokens"] == "20"
-        assert strategies["full rebuild"]["share"] == "11.9%"
+        assert response.context["spent"]["tokens"] == "20"
+        assert response.context["recrawls"] == "6"
+        assert strategies["full re-embed"]["share"] == "this product spent 11.9% of it"
 
     def test_each_day_counts_its_outcomes(self):
         response = self.client.get(reverse("admin-dashboard"), {"days": 14})
@@ -219,8 +221,8 @@ class DashboardTests(AdminWorld):
         days = response.context["per_day"]
         assert len(days) == 14
         today = days[-1].outcomes
-        assert today == {"embedded": 1, "unchanged": 3, "skipped": 1, "rejected": 1}
-        assert days[-11].outcomes == {"embedded": 1}  # the world's first delivery
+        assert today == {"changed": 1, "unchanged": 3, "skipped": 1, "rejected": 1}
+        assert days[-11].outcomes == {"new": 1}  # the world's first delivery
 
     def test_charts_are_svg_drawn_on_the_server(self):
         content = self.client.get(reverse("admin-dashboard")).content.decode()
@@ -244,7 +246,7 @@ class DashboardTests(AdminWorld):
         response = self.client.get(reverse("admin-dashboard"), {"days": 7})
 
         strategies = {s["name"]: s for s in response.context["strategies"]}
-        assert strategies["full rebuild"]["cost"] == "0.0005"
+        assert strategies["full re-embed"]["cost"] == "0.0005"
         assert b"Prices at 3 per million tokens" in response.content
 
     def test_staff_without_access_to_deliveries_are_refused(self):

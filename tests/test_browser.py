@@ -1,6 +1,6 @@
 """People in a real browser (Debian's headless Chromium): a reader logs in, asks
 and reads; an anonymous reader asks a public source; an editor reads a page's
-changes and the dashboard.
+changes and the dashboard, and adds a source whose first crawl is refused.
 
 `.ci/run` installs Chromium and sets KB_REQUIRE_BROWSER=1, so CI fails rather than
 skips when the browser is missing; elsewhere the test is skipped without it.
@@ -18,15 +18,18 @@ import pytest
 from django.contrib.auth.models import User
 from django.utils import timezone
 
+from ingest.crawl.jobs import CRAWL_TASK
 from ingest.models import Delivery
 from retrieval.models import QueryLog
 from sources.models import Page, Source
 from tests.admin_world import PASSWORD, editor_create
+from tests.fakes.site import FakeSite, page
 from tests.world import (
     FIXTURES,
     harbor_load,
     harbor_url,
     ingest_markdown,
+    run_queued,
 )
 
 UPGRADE = """# Upgrading Harbor
@@ -211,7 +214,8 @@ def test_an_editor_reads_a_pages_diff_and_the_dashboard(browser, live_server):
     figures = browser.find_element(By.CSS_SELECTOR, "#tokens + .kb-figures").text
     full_page_screenshot(browser, SCREENSHOTS / "dashboard.png")
     assert charts
-    assert "full rebuild" in figures and "page-level hash gating" in figures
+    assert "first crawls" in figures and "full re-embed" in figures
+    assert "page-level hash gating" in figures
     assert "never verified" not in browser.find_element(By.ID, "oldest").text
 
     # Where the editor goes next: the source's overview and its pages.
@@ -223,6 +227,58 @@ def test_an_editor_reads_a_pages_diff_and_the_dashboard(browser, live_server):
     columns = browser.find_elements(By.CSS_SELECTOR, "#result_list thead th")
     full_page_screenshot(browser, SCREENSHOTS / "pages.png")
     assert len(columns) <= 8  # the selection box and at most 7 columns
+
+
+def test_an_editor_adding_a_loopback_site_reads_why_its_crawl_is_refused(
+    browser, live_server, settings
+):
+
+    settings.CRAWL_ALLOW_PRIVATE_ADDRESSES = False
+    site = FakeSite()
+    with site:
+        site.add("/docs/", page("Docs", "Welcome."))
+        warning, crawl, error = editor_adds_a_source(browser, live_server, site)
+
+    assert "127.0.0.1, a loopback address" in warning
+    assert "set CRAWL_ALLOW_PRIVATE_ADDRESSES=true" in warning
+    assert "Failed" in crawl
+    assert "fetched 0 of 1 · 1 skipped or failed · indexed 0 · 0 left" in crawl
+    assert site.url("/docs/") in error
+    assert "a loopback address; set CRAWL_ALLOW_PRIVATE_ADDRESSES=true" in error
+    assert site.paths() == [], "the guard refused before any request"
+
+
+def editor_adds_a_source(browser, live_server, site) -> tuple[str, str, str]:
+    """An editor adds a source of the site in the admin; then the worker runs its
+    crawl. Returns the warning on the page after the save, and the source's crawl
+    and last error once the crawl ran."""
+    from selenium.webdriver.common.by import By
+
+    editor_create("ed")
+    browser.set_window_size(1400, 1000)
+    browser.get(f"{live_server.url}/admin/")
+    browser.find_element(By.NAME, "username").send_keys("ed")
+    browser.find_element(By.NAME, "password").send_keys(PASSWORD)
+    browser.find_element(By.CSS_SELECTOR, "input[type=submit]").click()
+    browser.get(f"{live_server.url}/admin/sources/source/add/")
+    browser.find_element(By.NAME, "name").send_keys("Local docs")
+    browser.find_element(By.NAME, "seed_urls").send_keys(site.url("/docs/"))
+    browser.find_element(By.NAME, "_save").click()
+
+    source = Source.objects.get(name="Local docs")
+    warning = browser.find_element(By.CSS_SELECTOR, ".messagelist .warning").text
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    full_page_screenshot(browser, SCREENSHOTS / "refused-crawl.png")
+    assert browser.current_url.endswith(f"/admin/sources/source/{source.pk}/change/")
+    assert warning.startswith("The crawl of Local docs can fetch none of its seeds")
+
+    for _ in range(3):
+        run_queued(CRAWL_TASK)
+    browser.refresh()
+    crawl = browser.find_element(By.CSS_SELECTOR, ".field-crawl_overview").text
+    error = browser.find_element(By.CSS_SELECTOR, ".field-last_error").text
+    full_page_screenshot(browser, SCREENSHOTS / "refused-crawl-overview.png")
+    return warning, crawl, error
 
 
 def test_a_question_about_a_product_the_docs_never_name_says_so(browser, live_server):

@@ -9,7 +9,9 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib import admin, messages
+from django.contrib.admin.options import IS_POPUP_VAR
 from django.core.exceptions import PermissionDenied
+from django.db import transaction
 from django.db.models import Count, OuterRef, QuerySet, Subquery, Sum
 from django.db.models.functions import Coalesce
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
@@ -20,8 +22,10 @@ from django.utils.timesince import timeuntil
 from django.views.decorators.http import require_POST
 
 from ingest import stats
-from ingest.admin.plans import plan_report
+from ingest.admin.crawls import progress_html, status_html
+from ingest.admin.plans import plan_report, seeds_report
 from ingest.crawl.claims import hosts_paused
+from ingest.crawl.progress import crawl_progress
 from ingest.crawl.robots import origin_of
 from ingest.models import Delivery, Subscription
 from ingest.publish import publish_check_request
@@ -44,10 +48,13 @@ def fetcher_problems(source: Source) -> list[str]:
     return [f"{name} is not set" for name in needed if not getattr(settings, name)]
 
 
-OVERVIEW = ["pages_overview", "index_overview", "changes_overview", "last_delivery",
-            "last_error",
+OVERVIEW = ["pages_overview", "crawl_overview", "last_error", "index_overview",
+            "changes_overview", "last_delivery",
             "last_check", "hosts_paused", "callback_url",
             "fetcher_status", "subscriptions"]  # fmt: skip
+# A change to these may change what the source's crawl can fetch.
+SEED_FIELDS = {"seed_urls", "sitemap_url", "fetcher", "allow_patterns",
+               "deny_patterns"}  # fmt: skip
 
 
 # Each kind of change in a word, in the order a summary lists them.
@@ -88,8 +95,12 @@ class CrawlingSourceAdmin(SourceAdmin):
         self, request: HttpRequest, obj: Any, form: Any, change: bool
     ) -> None:
         super().save_model(request, obj, form, change)
+        if not change or set(form.changed_data) & SEED_FIELDS:
+            # Host names are resolved: not inside the admin's transaction.
+            transaction.on_commit(lambda: seeds_report(self, request, obj), robust=True)
         if not change:
-            plan_report(self, request, source_crawl_start(source=obj))
+            plan = source_crawl_start(source=obj)
+            plan_report(self, request, plan, what="First crawl")
         elif set(form.changed_data) & set(READING_FIELDS):
             count = source_reading_changed(source=obj)
             self.message_user(
@@ -97,6 +108,16 @@ class CrawlingSourceAdmin(SourceAdmin):
                 f"{count:,} pages will be read again from their stored bodies "
                 "under the new settings (no crawl; only new text is embedded).",
             )
+
+    def response_add(
+        self, request: HttpRequest, obj: Any, post_url_continue: str | None = None
+    ) -> HttpResponse:
+        """A new source opens on its overview, where its first crawl's progress
+        and errors show (unless the editor asked to add another)."""
+        response = super().response_add(request, obj, post_url_continue)
+        if "_addanother" in request.POST or IS_POPUP_VAR in request.POST:
+            return response
+        return self._back(obj)
 
     def change_view(
         self,
@@ -142,6 +163,7 @@ class CrawlingSourceAdmin(SourceAdmin):
     def crawl_now_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         source = self._changeable(request, object_id)
         plan_report(self, request, source_crawl_start(source=source))
+        seeds_report(self, request, source)
         return self._back(source)
 
     def _check_report(self, request: HttpRequest, source: Source) -> None:
@@ -251,19 +273,36 @@ class CrawlingSourceAdmin(SourceAdmin):
             delivery.get_outcome_display() or delivery.get_state_display(),
         )
 
+    @admin.display(description="crawl")
+    def crawl_overview(self, obj: Source) -> str:
+        """The latest crawl: its status, fetched, indexed, left, the time left."""
+        if not obj.is_crawled_here:
+            return "— (Crawlbase crawls this source: see Ingest → Pushes to Crawlbase)"
+        crawl = self._overview(obj).crawl
+        if crawl is None:
+            return "None yet: Crawl now starts one."
+        progress = crawl_progress(crawl=crawl)
+        return format_html(
+            '<a href="{}">{}</a>, started {}: {} · {}',
+            reverse("admin:ingest_crawl_change", args=[crawl.pk]),
+            crawl, ago(crawl.started_at), status_html(progress),
+            progress_html(progress),
+        )  # fmt: skip
+
     @admin.display(description="last error")
     def last_error(self, obj: Source) -> str:
-        page = self._overview(obj).last_error
-        if page is None:
-            return "No page is failing."
-        url = reverse("admin:sources_page_change", args=[page.pk])
+        """The newest of the failing pages' errors and the latest crawl's."""
+        problem = self._overview(obj).last_error
+        if problem is None:
+            return "None: no page is failing and the latest crawl had no error."
+        if problem.page_id is not None:
+            url = reverse("admin:sources_page_change", args=[problem.page_id])
+        else:
+            url = reverse("admin:ingest_crawlurl_change", args=[problem.crawl_url_id])
         return format_html(
-            '<a href="{}">{}</a>, {}: {}',
-            url,
-            page.title or page.url,
-            ago(page.last_failure_at),
-            page.last_error,
-        )
+            '<a href="{}">{}</a>, {}: <strong class="kb-warning">{}</strong>',
+            url, problem.title or problem.url, ago(problem.at), problem.error,
+        )  # fmt: skip
 
     @admin.display(description="last check for changes")
     def last_check(self, obj: Source) -> str:
@@ -351,6 +390,7 @@ class CrawlingSourceAdmin(SourceAdmin):
     def crawl_now(self, request: HttpRequest, queryset: QuerySet[Source]) -> None:
         for source in queryset:
             plan_report(self, request, source_crawl_start(source=source))
+            seeds_report(self, request, source)
 
     @admin.action(
         description="Recrawl the due pages of the selected sources",

@@ -5,7 +5,7 @@ followed by hand, at most five, so that no hop escapes those checks."""
 from __future__ import annotations
 
 import time
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urljoin
 
 from django.conf import settings
 
@@ -16,7 +16,7 @@ from ingest.crawl.reading import page_read
 from ingest.crawl.robots import RobotsUnreachable, origin_of
 from ingest.crawl.safety import (
     Refused,
-    address_refusal,
+    hosted_refusal,
     scheme_refusal,
     url_unusable,
 )
@@ -83,18 +83,9 @@ def _check_hop(ctx: Context, row: CrawlUrl, url: str, *, first: bool) -> None:
 
 
 def _hosted_refusal(ctx: Context, url: str) -> str | None:
-    """A hosted fetcher connects from its own network, where resolving the name
-    here proves nothing; addresses written in the URL are still refused."""
-    if not ctx.fetcher.hosted or settings.CRAWL_ALLOW_PRIVATE_ADDRESSES:
+    if not ctx.fetcher.hosted:
         return None
-    host = (urlsplit(url).hostname or "").lower()
-    if host == "localhost" or host.endswith(".localhost"):
-        return f"{host} is a loopback name"
-    try:
-        kind = address_refusal(host)
-    except ValueError:
-        return None  # a name, not an address
-    return f"{host} is {kind}" if kind else None
+    return hosted_refusal(url, allow_private=settings.CRAWL_ALLOW_PRIVATE_ADDRESSES)
 
 
 def _get(ctx: Context, row: CrawlUrl, url: str) -> Response:

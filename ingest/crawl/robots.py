@@ -58,17 +58,11 @@ class RobotsCache:
     def for_origin(self, origin: str) -> tuple[Protego, str]:
         """(parsed rules, robots.txt text) of an origin, fetched if stale."""
         if origin not in self.rules:
-            text = self._stored(origin)
+            text = robots_stored(origin)
             if text is None:
                 text = self._fetch(origin)
             self.rules[origin] = (Protego.parse(text), text)
         return self.rules[origin]
-
-    def _stored(self, origin: str) -> str | None:
-        fresh = timezone.now() - TTL
-        host = CrawlHost.objects.filter(origin=origin, robots_fetched_at__gt=fresh)
-        row = host.values_list("robots_txt", flat=True).first()
-        return row
 
     def _fetch(self, origin: str) -> str:
         url = origin + "/robots.txt"
@@ -98,6 +92,22 @@ class RobotsCache:
             reason = f"robots.txt asks for a {rule} of {delay:,.0f} s between requests"
             host_pause(origin=origin, reason=reason)
         return text
+
+
+def robots_stored(origin: str) -> str | None:
+    """The origin's robots.txt as a crawl stored it within the last day, or None."""
+    fresh = timezone.now() - TTL
+    host = CrawlHost.objects.filter(origin=origin, robots_fetched_at__gt=fresh)
+    return host.values_list("robots_txt", flat=True).first()
+
+
+def robots_stored_allows(url: str) -> bool | None:
+    """Whether the stored robots.txt of the URL's origin lets the crawler fetch
+    it; None when none is stored (nothing is fetched here)."""
+    text = robots_stored(origin_of(url))
+    if text is None:
+        return None
+    return bool(Protego.parse(text).can_fetch(url, settings.CRAWL_BOT_NAME))
 
 
 def _delay(rules: Protego) -> tuple[float, str]:

@@ -23,6 +23,9 @@ METADATA = {
     ipaddress.ip_address("fd00:ec2::254"),
 }
 
+# What every refusal of a non-public address ends with: the setting that allows it.
+ALLOW_HINT = "set CRAWL_ALLOW_PRIVATE_ADDRESSES=true to allow it"
+
 
 class Refused(Exception):
     """The crawler will not connect there; the message says why."""
@@ -77,6 +80,22 @@ def url_unusable(url: str) -> str | None:
     return None
 
 
+def hosted_refusal(url: str, *, allow_private: bool) -> str | None:
+    """Why a hosted fetcher (one that connects from its own network, where
+    resolving the name here proves nothing) is not given ``url``: a loopback name
+    or a non-public address written in it; None otherwise."""
+    if allow_private:
+        return None
+    host = (urlsplit(url).hostname or "").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return f"{host} is a loopback name; {ALLOW_HINT}"
+    try:
+        kind = address_refusal(host)
+    except ValueError:
+        return None  # a name, not an address
+    return f"{host} is {kind}; {ALLOW_HINT}" if kind else None
+
+
 def url_check(url: str, *, allow_private: bool) -> None:
     """Raise ``Refused`` unless ``url`` is http(s) and its host resolves to public
     addresses only (any address when ``allow_private``)."""
@@ -97,9 +116,7 @@ def addresses_check(host: str, addresses: Iterable[str], allow_private: bool) ->
         kind = address_refusal(address)
         if kind:
             where = f"{host} resolves to {address}" if host != address else host
-            raise Refused(
-                f"{where}, {kind}; set CRAWL_ALLOW_PRIVATE_ADDRESSES=true to allow it"
-            )
+            raise Refused(f"{where}, {kind}; {ALLOW_HINT}")
 
 
 class GuardedBackend(httpcore2.SyncBackend):
