@@ -1,7 +1,5 @@
 from __future__ import annotations
 
-import hashlib
-import secrets
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -9,6 +7,8 @@ from django.db import models
 from django.db.models import F, Q
 from django.db.models.functions import Now
 from django.utils import timezone
+
+from kbsite.models import HashedKey
 
 # How long a queued delivery waits before the sweep asks where its job is.
 QUEUED_SETTLE = timedelta(seconds=10)
@@ -509,10 +509,10 @@ class CrawlHost(models.Model):
 # -- "I just published": checks for changes, and the tokens that ask for them ------
 
 
-class PublishToken(models.Model):
+class PublishToken(HashedKey):
     """A secret that lets one caller, such as a CI step after a deploy, ask for a
-    check of one source for changes, and for nothing else. Only its SHA-256 is
-    stored: the token itself is shown once, when it is made."""
+    check of one source for changes, and for nothing else (refused with 401 once
+    revoked)."""
 
     PREFIX = "kbp_"
 
@@ -522,62 +522,12 @@ class PublishToken(models.Model):
     name = models.CharField(
         max_length=100, help_text="Who uses it, e.g. GitHub Actions deploy of the docs."
     )
-    key_hash = models.CharField(
-        "SHA-256 of the token", max_length=64, unique=True, editable=False
-    )
-    key_start = models.CharField(
-        "starts with",
-        max_length=12,
-        editable=False,
-        help_text="The token's first characters, to recognise it.",
-    )
-    created_at = models.DateTimeField(default=timezone.now, editable=False)
-    created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL,
-        null=True,
-        blank=True,
-        on_delete=models.SET_NULL,
-        related_name="+",
-        editable=False,
-    )
-    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
-    revoked_at = models.DateTimeField(
-        null=True,
-        blank=True,
-        editable=False,
-        help_text="From then on the token is refused (401).",
-    )
 
-    class Meta:
+    class Meta(HashedKey.Meta):
         verbose_name = "publish token"
-        ordering = ["-created_at"]
 
     def __str__(self) -> str:
         return f"{self.name} ({self.key_start}…)"
-
-    @staticmethod
-    def digest(key: str) -> str:
-        return hashlib.sha256(key.encode()).hexdigest()
-
-    def key_set(self) -> str:
-        """A new random token for this row: its hash and first characters are
-        kept, the token itself returned, to be shown once."""
-        key = self.PREFIX + secrets.token_urlsafe(32)
-        self.key_hash = self.digest(key)
-        self.key_start = key[:12]
-        return key
-
-    @property
-    def is_active(self) -> bool:
-        return self.revoked_at is None
-
-    def revoke(self, *, at: datetime) -> bool:
-        """Refused from now on; False if it already was."""
-        return bool(
-            PublishToken.objects.filter(pk=self.pk, revoked_at=None).update(
-                revoked_at=at
-            )
-        )
 
 
 class PublishCheck(models.Model):

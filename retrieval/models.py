@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import secrets
 from datetime import datetime
 
 from django.conf import settings
@@ -11,11 +10,10 @@ from django.contrib.postgres.search import SearchVector, SearchVectorField
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Exists, F, Func, OuterRef, Q, Value
-from django.utils import timezone
 from pgvector.django import VectorField
 
 from kbsite.canonical import web_origins
-from kbsite.text import sha256_hex
+from kbsite.models import HashedKey
 from sources.models import Caller, EqualsAny, Page, Source
 from sources.visibility import sees_every_row
 
@@ -398,15 +396,15 @@ class WidgetKeyQuerySet(models.QuerySet["WidgetKey"]):
         return self.exclude(pk__in=self.filter(sources__in=hidden).values("pk"))
 
 
-class WidgetKey(models.Model):
+class WidgetKey(HashedKey):
     """A publishable key of the Ask widget, pasted into a site's pages with its
     script tag: the widget on those sites (``origins``) answers from these
     sources, private ones too. Anyone reading the page reads the key, so it
     counts only on the origins it names, and only for those of its sources that
     allow the origin themselves (``Source.widget_origins``). Only its SHA-256 is
-    stored: the key is shown once, when it is made."""
+    stored (refused with 403 once revoked)."""
 
-    PREFIX = "kbw_"
+    PREFIX = "kba_"
 
     name = models.CharField(
         max_length=100, help_text="Where it is pasted, e.g. Intranet, staff docs."
@@ -423,53 +421,14 @@ class WidgetKey(models.Model):
         "https://intranet.example.com. Each source must allow the site too "
         "(its Ask widget origins).",
     )
-    key_hash = models.CharField(
-        "SHA-256 of the key", max_length=64, unique=True, editable=False
-    )
-    key_start = models.CharField(
-        "starts with",
-        max_length=12,
-        editable=False,
-        help_text="The key's first characters, to recognise it in a page.",
-    )
-    created_at = models.DateTimeField(default=timezone.now, editable=False)
-    created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL,
-        null=True,
-        blank=True,
-        on_delete=models.SET_NULL,
-        related_name="+",
-        editable=False,
-    )
-    last_used_at = models.DateTimeField(
-        null=True,
-        blank=True,
-        editable=False,
-        help_text="Within the hour: a widget's questions update it once an hour.",
-    )
-    revoked_at = models.DateTimeField(
-        null=True,
-        blank=True,
-        editable=False,
-        help_text="From then on the widget is refused with it (403).",
-    )
 
     objects = WidgetKeyQuerySet.as_manager()
 
-    class Meta:
+    class Meta(HashedKey.Meta):
         verbose_name = "widget key"
-        ordering = ["-created_at"]
 
     def __str__(self) -> str:
         return f"{self.name} ({self.key_start}…)"
-
-    def key_set(self) -> str:
-        """A new random key for this row: its hash and first characters are
-        kept, the key itself returned, to be shown once."""
-        key = self.PREFIX + secrets.token_urlsafe(32)
-        self.key_hash = sha256_hex(key)
-        self.key_start = key[:12]
-        return key
 
     def clean(self) -> None:
         try:
@@ -479,13 +438,3 @@ class WidgetKey(models.Model):
 
     def allows(self, origin: str) -> bool:
         return self.revoked_at is None and origin in self.origins
-
-    def revoke(self, *, at: datetime) -> bool:
-        """Refuse the key from ``at`` on; False if it was revoked already."""
-        return bool(
-            WidgetKey.objects.filter(pk=self.pk, revoked_at=None).update(revoked_at=at)
-        )
-
-    @property
-    def is_active(self) -> bool:
-        return self.revoked_at is None

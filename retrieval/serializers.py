@@ -82,7 +82,7 @@ class WidgetQueryRequestSerializer(QueryRequestSerializer):
         allow_blank=True,
         default="",
         max_length=200,
-        help_text="A widget key (kbw_…), for sources that are not public.",
+        help_text="A widget key (kba_…), for sources that are not public.",
     )
 
 

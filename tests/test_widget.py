@@ -20,13 +20,15 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
+from ingest.models import PublishToken
+from ingest.notify import signing
 from kbsite.canonical import web_origin
 from kbsite.text import sha256_hex
 from kbsite.throttling import SharedRateThrottle
 from retrieval.models import QueryLog, WidgetKey
 from retrieval.views import WIDGET_SCRIPT
 from retrieval.widget import widget_key_create
-from sources.models import Source
+from sources.models import FeedToken, Source
 from tests.admin_world import editor_create
 from tests.test_public_sources import (
     OPEN,
@@ -248,7 +250,7 @@ class KeyTests(WidgetWorld):
             at=timezone.now()
         )
 
-        for given in [revoked_key, key + "x", "kbw_" + "a" * 43, "kbp_" + key[4:]]:
+        for given in [revoked_key, key + "x", "kba_" + "a" * 43, "kbp_" + key[4:]]:
             with self.subTest(key=given[:8]):
                 response = ask(question=VAULT.question, key=given)
                 assert response.status_code == 403
@@ -386,7 +388,7 @@ class AdminTests(WidgetWorld):
 
         html = response.content.decode()
         tag = re.search(r'<pre id="widget-tag">(.*?)</pre>', html).group(1)
-        key = re.search(r"kbw_[\w-]+", tag).group(0)
+        key = re.search(r"kba_[\w-]+", tag).group(0)
         made = WidgetKey.objects.get()
         change = self.client.get(
             reverse("admin:retrieval_widgetkey_change", args=[made.pk])
@@ -455,3 +457,14 @@ class AdminTests(WidgetWorld):
         listed = self.client.get(reverse("admin:retrieval_widgetkey_changelist"))
 
         assert [k.name for k in listed.context["cl"].result_list] == ["vault"]
+
+
+def test_every_kind_of_secret_starts_with_a_prefix_of_its_own():
+    # A key found in a page, a log or a paste says what it opens.
+    prefixes = [
+        WidgetKey.PREFIX,
+        PublishToken.PREFIX,
+        FeedToken.PREFIX,
+        signing.SECRET_PREFIX,
+    ]
+    assert len(set(prefixes)) == len(prefixes), prefixes
