@@ -103,7 +103,7 @@ def replica_fit(alias: str, *, max_lag: float | None) -> bool:
         return False
     try:
         if max_lag is None:
-            connections[alias].ensure_connection()
+            _connected(alias)
             return True
         lag = replica_lag(alias)
     except DatabaseError as exc:
@@ -119,6 +119,15 @@ def replica_fit(alias: str, *, max_lag: float | None) -> bool:
         _passed_over(alias, f"is {lag:.1f} s behind ({limit})")
         return False
     return True
+
+
+def _connected(alias: str) -> None:
+    """A connection to ``alias`` that answered: a kept one is checked first (the
+    check Django makes before a request's first query), so that a replica that
+    went away is found out here rather than in the middle of a search."""
+    connection = connections[alias]
+    connection.close_if_health_check_failed()
+    connection.ensure_connection()
 
 
 def replica_lag(alias: str) -> float | None:
