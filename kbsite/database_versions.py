@@ -86,8 +86,9 @@ def database_versions_check(sender: Any, connection: Any, **kwargs: Any) -> None
     )
     if missing:
         connection.close()
+        where = _where(db, connection.alias)
         raise ImproperlyConfigured(
-            f"The database server of {_where(db)} lacks what the index needs: "
+            f"The database server of {where} lacks what the index needs: "
             + "; ".join(missing)
         )
     if installed is not None and version_tuple(installed) < MIN_PGVECTOR:
@@ -101,11 +102,12 @@ def database_versions_check(sender: Any, connection: Any, **kwargs: Any) -> None
     _checked.add(server)
 
 
-def _where(db: dict[str, Any]) -> str:
+def _where(db: dict[str, Any], alias: str = "default") -> str:
     if db.get("EMBEDDED_ROOT"):
         return f"the embedded database in {db['EMBEDDED_ROOT']}"
     host = db.get("HOST") or "localhost"
-    return f"DATABASE_URL (database {db['NAME']} on {host}:{db.get('PORT') or 5432})"
+    variable = "DATABASE_URL" if alias == "default" else "DATABASE_REPLICA_URLS"
+    return f"{variable} (database {db['NAME']} on {host}:{db.get('PORT') or 5432})"
 
 
 def vector_extension_update(*, using: str) -> None:

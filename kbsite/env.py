@@ -35,6 +35,12 @@ def env_secret(name: str, default: str = "") -> str:
         ) from exc
 
 
+def env_secret_list(name: str) -> list[str]:
+    """``NAME`` (or the file ``NAME_FILE`` names) as a comma-separated list: for a
+    list of URLs that carry passwords."""
+    return [item.strip() for item in env_secret(name).split(",") if item.strip()]
+
+
 def env_bool(name: str, default: bool) -> bool:
     raw = os.environ.get(name)
     if raw is None:

@@ -3,11 +3,14 @@
 A search's keyword query and its vector scan need each other's results only at
 the end; run one beside the other, each on its own connection, and each takes a
 core of the database server instead of waiting for the other. A search's log row
-is needed by nobody waiting: it is written after the answer has gone.
+is needed by nobody waiting: it is written after the answer has gone. The work
+runs with the caller's context variables, so it reads from the database the
+caller reads from (a replica, ``kbsite.replicas``).
 """
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import os
 from collections.abc import Callable
@@ -35,7 +38,7 @@ def beside(work: Callable[..., T], /, *args, **kwargs) -> Callable[[], T]:
     """
     if connection.in_atomic_block:
         return lambda: work(*args, **kwargs)
-    return _pool().submit(_on_own_connection, work, args, kwargs).result
+    return _submit(work, args, kwargs).result
 
 
 def after(work: Callable[..., object], /, *args, **kwargs) -> None:
@@ -44,9 +47,14 @@ def after(work: Callable[..., object], /, *args, **kwargs) -> None:
     if connection.in_atomic_block:
         work(*args, **kwargs)
         return
-    future = _pool().submit(_on_own_connection, work, args, kwargs)
+    future = _submit(work, args, kwargs)
     _pending.add(future)
     future.add_done_callback(_finished)
+
+
+def _submit(work: Callable[..., T], args, kwargs) -> Future[T]:
+    context = contextvars.copy_context()
+    return _pool().submit(context.run, _on_own_connection, work, args, kwargs)
 
 
 def _finished(future: Future) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from kbsite.databases import default_database
+from kbsite.databases import default_database, replica_databases
 from kbsite.env import (
     env_bool,
     env_choice,
@@ -17,6 +17,7 @@ from kbsite.env import (
     env_optional_float,
     env_rate,
     env_secret,
+    env_secret_list,
     env_str,
 )
 from kbsite.job_queue import q_cluster
@@ -111,6 +112,22 @@ DATABASES = {
         DATABASE_URL, var_dir=VAR_DIR, name=env_str("EMBEDDED_DB_NAME", "kb")
     )
 }
+# Streaming replicas of DATABASE_URL (aliases replica_1, replica_2, …): searches,
+# answers and the Ask page read the index from one of them, chosen at random;
+# writes, the query log, sign-in, sessions, throttles and the job queue stay on
+# the primary (kbsite.replicas, retrieval.routers).
+DATABASES.update(
+    replica_databases(
+        env_secret_list("DATABASE_REPLICA_URLS"), embedded=not DATABASE_URL
+    )
+)
+DATABASE_REPLICAS = [alias for alias in DATABASES if alias != "default"]
+# Seconds a replica may be behind its primary and still serve a search; unset,
+# any (a replica that cannot be reached is always passed over).
+DATABASE_REPLICA_MAX_LAG = env_optional_float(
+    "DATABASE_REPLICA_MAX_LAG", minimum=0.0, maximum=86400.0
+)
+DATABASE_ROUTERS = ["retrieval.routers.IndexReadRouter"]
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # On the same database, so every process shares it (crawler statistics, the job

@@ -10,7 +10,10 @@ values always as parameters, and rows returned by name (dataclasses built from
 :class:`~retrieval.searchable.Searchable`, a question's terms, a vector) and never
 SQL.
 
-The chunk is ``c`` and its page ``p`` in every statement.
+The chunk is ``c`` and its page ``p`` in every statement. A search's statements
+read from the database the router reads chunks from (a replica inside
+``kbsite.replicas.replica_reads()``, see ``retrieval.routers``); every other
+statement runs on the primary.
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ from dataclasses import dataclass, fields
 from functools import cache
 from typing import Protocol, TypeVar
 
-from django.db import connection, transaction
+from django.db import connection, connections, router, transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
 from pgvector import Vector
 from psycopg.sql import SQL, Composable, Composed, Identifier, Literal
 
@@ -127,6 +131,11 @@ def _rows(cursor, row_type: type[T]) -> list[T]:
     return [row_type(**dict(zip(names, row, strict=True))) for row in cursor]
 
 
+def _reading() -> BaseDatabaseWrapper:
+    """The connection a search reads the index through, as the ORM would."""
+    return connections[router.db_for_read(Chunk)]
+
+
 def _c(name: str) -> Identifier:
     return column(Chunk, name, "c")
 
@@ -186,7 +195,7 @@ def term_counts(words: Sequence[str]) -> list[TermCount]:
         stats=table(IndexStatistics),
         lexemes=table(Lexeme),
     )
-    with connection.cursor() as cursor:
+    with _reading().cursor() as cursor:
         cursor.execute(statement.as_string(), [list(words)])
         return _rows(cursor, TermCount)
 
@@ -200,7 +209,7 @@ def terms_held(searchable: Searchable, texts: Sequence[str]) -> set[str]:
         "(SELECT 1 FROM {chunks} WHERE {where} AND {document} @@ "
         "phraseto_tsquery('english', t.term))"
     ).format(chunks=_CHUNKS_WITH_PAGES, where=where, document=_c("search_document"))
-    with connection.cursor() as cursor:
+    with _reading().cursor() as cursor:
         cursor.execute(statement.as_string(), [list(texts), *params])
         return {row[0] for row in cursor.fetchall()}
 
@@ -220,7 +229,7 @@ def keyword_ranked(
         searchable, terms, condition, [term.text for term in selecting]
     )
     statement = SQL("{} ORDER BY score DESC, s.pk LIMIT %s").format(scored)
-    with connection.cursor() as cursor:
+    with _reading().cursor() as cursor:
         cursor.execute(statement.as_string(), [*params, limit])
         return _rows(cursor, KeywordHit)
 
@@ -370,7 +379,7 @@ def nearest(
     statement, params = nearest_statement(
         space, dimensions, vector, limit=limit, searchable=searchable
     )
-    with connection.cursor() as cursor:
+    with _reading().cursor() as cursor:
         cursor.execute(statement, params)
         return _rows(cursor, Nearest)
 
@@ -403,7 +412,7 @@ def vector_candidates(
         "n.similarity "
         "FROM ({scored}) c JOIN nearest_text n ON n.text_hash = c.embed_hash"
     ).format(near=near, scored=scored)
-    with connection.cursor() as cursor:
+    with _reading().cursor() as cursor:
         cursor.execute(statement.as_string(), [*near_params, limit, *scored_params])
         return _rows(cursor, VectorCandidate)
 
@@ -436,7 +445,7 @@ def _full_rows_statement() -> str:
 def chunks_with_pages(ids: Sequence[int]) -> dict[int, Chunk]:
     """The chunks of these ids, whole but for their search document, each with
     what is cited of its page; a chunk deleted since is missing."""
-    with connection.cursor() as cursor:
+    with _reading().cursor() as cursor:
         cursor.execute(_full_rows_statement(), [list(ids)])
         fetched = cursor.fetchall()
     chunks: dict[int, Chunk] = {}
@@ -532,7 +541,8 @@ QUERY_LOG_INSERT = Insert(
 def query_log_insert(**row: object) -> int:
     """Write a question's log row (its fields by name); returns its id. Its commit
     does not wait for the WAL to reach the disk: a crash of the server may lose
-    the last fraction of a second of the log, and no asker waits for an fsync."""
+    the last fraction of a second of the log, and no asker waits for an fsync.
+    On the primary, as every write, also for a search read from a replica."""
     params = QUERY_LOG_INSERT.params(**row)
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("SET LOCAL synchronous_commit = off")

@@ -4,6 +4,10 @@ its own, reached through ``DATABASE_URL`` as every node of a deployment reaches 
 database. No Unix socket, no holders, nothing of ``kbsite.pgembedded`` but its
 programs.
 
+``TcpStandby`` is a streaming replica of one of these: a base backup taken over the
+replication protocol (``pg_basebackup -R``: ``standby.signal`` and the primary's
+``primary_conninfo``), started as a hot standby on a port of its own.
+
 The postmaster is a child of the test process and gets SIGQUIT if the test process
 dies (Linux), so no server outlives a test run, however it ends.
 """
@@ -65,10 +69,7 @@ class TcpPostgres:
 
     def __enter__(self) -> TcpPostgres:
         user = self._directories()
-        program_run(
-            user, "initdb", "-D", str(self.data), *INITDB_OPTIONS,
-            cwd=self.root, log=self.log,
-        )  # fmt: skip
+        self._data_make(user)
         identity: dict[str, Any] = {}
         if user:
             entry = pwd.getpwnam(user)
@@ -89,14 +90,23 @@ class TcpPostgres:
             )  # fmt: skip
         try:
             self._wait_until_up(60)
-            with self.connect("postgres") as conn:
-                conn.execute(
-                    sql.SQL("CREATE DATABASE {}").format(sql.Identifier(self.database))
-                )
+            self._database_make()
         except BaseException:
             self.__exit__()
             raise
         return self
+
+    def _data_make(self, user: str | None) -> None:
+        program_run(
+            user, "initdb", "-D", str(self.data), *INITDB_OPTIONS,
+            cwd=self.root, log=self.log,
+        )  # fmt: skip
+
+    def _database_make(self) -> None:
+        with self.connect("postgres") as conn:
+            conn.execute(
+                sql.SQL("CREATE DATABASE {}").format(sql.Identifier(self.database))
+            )
 
     def __exit__(self, *exc: object) -> None:
         if self.process is None or self.process.poll() is not None:
@@ -148,3 +158,45 @@ class TcpPostgres:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"postgres did not start in {seconds} s")
             time.sleep(0.2)
+
+
+class TcpStandby(TcpPostgres):
+    """``with TcpStandby(root, port=p, primary=db) as replica: replica.url``: a hot
+    standby streaming from ``primary`` over 127.0.0.1, read-only, as a managed
+    read replica is."""
+
+    def __init__(self, root: Path, *, port: int, primary: TcpPostgres) -> None:
+        super().__init__(root, port=port, database=primary.database)
+        self.primary = primary
+
+    def _data_make(self, user: str | None) -> None:
+        # The primary's defaults allow it: wal_level replica, wal senders, and
+        # initdb's "host replication all 127.0.0.1/32 trust".
+        program_run(
+            user, "pg_basebackup", "-D", str(self.data), "-h", "127.0.0.1",
+            "-p", str(self.primary.port), "-U", "postgres",
+            "--write-recovery-conf", "--wal-method=stream", "--checkpoint=fast",
+            cwd=self.root, log=self.log,
+        )  # fmt: skip
+
+    def _database_make(self) -> None:
+        """Nothing: the standby has the primary's databases."""
+
+    def replay_pause(self) -> None:
+        self.query("SELECT pg_wal_replay_pause()")
+
+    def replay_resume(self) -> None:
+        self.query("SELECT pg_wal_replay_resume()")
+
+    def caught_up(self, seconds: float = 30) -> None:
+        """Wait until the standby has replayed what the primary has written now."""
+        (written,) = self.primary.query("SELECT pg_current_wal_lsn()")[0]
+        deadline = time.monotonic() + seconds
+        while not self.query(
+            "SELECT pg_last_wal_replay_lsn() >= %s::pg_lsn", [written]
+        )[0][0]:
+            if time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"the standby did not replay {written} in {seconds} s"
+                )
+            time.sleep(0.05)
