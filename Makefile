@@ -55,7 +55,9 @@ lint: $(STAMP)
 	$(PY) manage.py check
 
 test: lint $(LOCAL_STAMP) $(OLD_PG_STAMP)
-	$(VENV)/bin/pytest
+	@# Two processes (pytest-xdist), each with a test database of its own: the
+	@# suite waits on servers and subprocesses as much as it computes.
+	$(VENV)/bin/pytest -n 2
 
 superuser: $(STAMP)
 	$(PY) manage.py createsuperuser
