@@ -50,15 +50,30 @@ TARGET = re.compile(r'\]\((?:[^()"\s]|\([^)]*\))*(?:\s+"(?:\\.|[^"\\])*")?\)')
 
 
 class Site:
-    """The package's HTML on 127.0.0.1, counting the statuses it answers."""
+    """A directory on 127.0.0.1: the statuses it answered, how often each path was
+    asked, and the most requests it held at once."""
 
     def __init__(self, root: Path) -> None:
         self.statuses: Counter[int] = Counter()
+        self.paths: Counter[str] = Counter()
+        self.in_flight = self.most_in_flight = 0
+        lock = threading.Lock()
         site = self
 
         class Handler(SimpleHTTPRequestHandler):
+            def handle_one_request(self) -> None:
+                with lock:
+                    site.in_flight += 1
+                    site.most_in_flight = max(site.most_in_flight, site.in_flight)
+                try:
+                    super().handle_one_request()
+                finally:
+                    with lock:
+                        site.in_flight -= 1
+
             def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
                 site.statuses[int(getattr(code, "value", code))] += 1
+                site.paths[self.path] += 1
 
             def log_message(self, *args: object) -> None:
                 pass

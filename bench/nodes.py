@@ -25,54 +25,16 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections import Counter
-from functools import partial
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from bench.common import ROOT, fake_openai_env, start_fake_openai_process
 from bench.corpus import POSTGRESQL
+from bench.crawl import Site
 
 SECRET = "bench-nodes-secret-key-shared-by-every-node"
 PROCESSED = re.compile(r" INFO ingest\.process delivery \d+ \(rid [^)]+\): (\w+)")
-
-
-class Site:
-    """A directory on 127.0.0.1: statuses answered, and the most requests it held
-    at once."""
-
-    def __init__(self, root: Path) -> None:
-        self.statuses: Counter[int] = Counter()
-        self.paths: Counter[str] = Counter()
-        self.in_flight = self.most_in_flight = 0
-        lock = threading.Lock()
-        site = self
-
-        class Handler(SimpleHTTPRequestHandler):
-            def handle_one_request(self) -> None:
-                with lock:
-                    site.in_flight += 1
-                    site.most_in_flight = max(site.most_in_flight, site.in_flight)
-                try:
-                    super().handle_one_request()
-                finally:
-                    with lock:
-                        site.in_flight -= 1
-
-            def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
-                site.statuses[int(getattr(code, "value", code))] += 1
-                site.paths[self.path] += 1
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        handler = partial(Handler, directory=str(root))
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self.server.daemon_threads = True
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/"
 
 
 def main() -> None:
