@@ -21,6 +21,7 @@ from ingest.pipeline import (
     page_keep_body,
     page_lock,
     page_similarity_record,
+    source_reading_key,
     source_restrip,
 )
 from ingest.rederive import page_reread
@@ -61,13 +62,21 @@ VERIFIED_FIELDS = [
 
 
 def apply_same_reading(
-    delivery: Delivery, page: Page, pushed: Page | None, reading_key: str
+    delivery: Delivery, page: Page, pushed: Page | None
 ) -> Outcome | None:
     """The body is the one the live page's Markdown was read from, under the same
-    rules (``reading_key``): unchanged, without reading it again. None if that is
-    not so under the page's lock, or an older page holds the same content (the
-    full reading settles it)."""
-    if not (reading_key and page.is_live and page.reading_key == reading_key):
+    rules (``source_reading_key``): unchanged, without reading it again. None if
+    that is not so under the page's lock, or an older page holds the same content
+    (the full reading settles it)."""
+    if not (page.is_live and page.reading_key):
+        return None  # a new page, or one out of search: nothing to compare with
+    reading_key = source_reading_key(
+        source=page.source,
+        url=page.url,
+        raw=bytes(delivery.body or b""),
+        content_type=delivery.content_type,
+    )
+    if page.reading_key != reading_key:
         return None
     with transaction.atomic():
         locked = page_lock_for(delivery, page, original_of=True)

@@ -46,7 +46,7 @@ from ingest.outcomes import (
     apply_not_modified,
     apply_same_reading,
 )
-from ingest.pipeline import source_content, source_reading_key
+from ingest.pipeline import source_content
 from ingest.queueing import delivery_retry_later, error_summary
 from ingest.rederive import source_boilerplate_catch_up
 from ingest.rescope import page_rescope, pages_rescope
@@ -131,7 +131,7 @@ def _ingest(delivery: Delivery, scope: ScopeMap) -> Outcome:
         _check_crawl_succeeded(delivery)
         if delivery.original_status == NOT_MODIFIED:
             return apply_not_modified(delivery, page, pushed)
-        same = apply_same_reading(delivery, page, pushed, _reading_key(delivery, page))
+        same = apply_same_reading(delivery, page, pushed)
         if same is not None:
             return same
         source_boilerplate_catch_up(source=page.source)
@@ -204,15 +204,6 @@ def _check_crawl_succeeded(delivery: Delivery) -> None:
         raise Skip(Outcome.SKIPPED, f"crawler status {crawler}", page_failure=True)
     if site is not None and site >= 400:
         raise Skip(Outcome.SKIPPED, f"site status {site}", page_failure=True)
-
-
-def _reading_key(delivery: Delivery, page: Page) -> str:
-    return source_reading_key(
-        source=page.source,
-        url=page.url,
-        raw=bytes(delivery.body or b""),
-        content_type=delivery.content_type,
-    )
 
 
 def _content(delivery: Delivery, page: Page) -> Content:

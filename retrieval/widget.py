@@ -30,7 +30,6 @@ from django.db.models import Q
 from django.utils import timezone
 
 from kbsite.canonical import web_origin
-from kbsite.text import sha256_hex
 from retrieval.models import WidgetKey
 from sources.models import Caller, Source, WidgetReader
 
@@ -112,7 +111,7 @@ def widget_key_find(*, key: str) -> WidgetKey | None:
     runs on the key itself); its last use is written once an hour at most."""
     if not key.startswith(WidgetKey.PREFIX) or len(key) > 200:
         return None
-    found = WidgetKey.objects.active().filter(key_hash=sha256_hex(key)).first()
+    found = WidgetKey.objects.active().filter(key_hash=WidgetKey.digest(key)).first()
     if found is not None:
         now = timezone.now()
         not_lately = Q(last_used_at=None) | Q(last_used_at__lt=now - LAST_USED_EVERY)
