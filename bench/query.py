@@ -56,8 +56,10 @@ GOLDENS = {
     "sphinx": HERE / "sphinx_golden.jsonl",
 }
 CORPORA = {"pg": POSTGRESQL, "py": PYTHON, "sphinx": SPHINX}
-# Its own database: the quality benchmark's vectors take hours to make again.
+# Their own databases: the quality benchmark's vectors take hours to make again,
+# and no other benchmark empties them.
 LATENCY_DB = "kb_bench_latency"
+QUALITY_DB = "kb_bench_quality"
 PORT = 8766
 
 
@@ -360,7 +362,11 @@ def ingest_corpora() -> None:
 
 
 def quality(args) -> None:
-    django_fresh(keep=args.reuse or args.reingest, EMBEDDING_BACKEND="hashing")
+    django_fresh(
+        keep=args.reuse or args.reingest,
+        database=QUALITY_DB,
+        EMBEDDING_BACKEND="hashing",
+    )
     from django.core.management import call_command
 
     from retrieval.embeddings import get_embedder

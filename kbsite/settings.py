@@ -339,6 +339,10 @@ EMBEDDING_COST_PER_MILLION_TOKENS = env_float(
     "EMBEDDING_COST_PER_MILLION_TOKENS", 0.0, minimum=0.0, maximum=1_000_000.0
 )
 SEARCH_CHUNKS_PER_PAGE = env_int("SEARCH_CHUNKS_PER_PAGE", 2, minimum=1)
+# Characters of an extractive answer's candidate sentences judged by meaning with
+# the local model (retrieval.spans): answer quality against latency; 0 judges by
+# shared words only.
+ANSWER_MEANING_CHARS = env_int("ANSWER_MEANING_CHARS", 1200, minimum=0, maximum=20000)
 # pgvector's hnsw.ef_search for every search (see retrieval.search): recall against
 # latency; raise it for indexes of a million vectors or more.
 SEARCH_HNSW_EF = env_int("SEARCH_HNSW_EF", 200, minimum=10, maximum=1000)

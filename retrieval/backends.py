@@ -45,6 +45,9 @@ class HashingEmbedder:
     nothing of synonyms, so use ``local`` or ``openai`` for real retrieval quality.
     """
 
+    # Its vectors only count shared words: answers pick their sentences by those.
+    reads_meaning = False
+
     def __init__(self, model: str, dimensions: int, max_input_tokens: int = 0) -> None:
         self.model = model
         self.dimensions = dimensions
@@ -91,6 +94,9 @@ class OpenAIEmbedder:
     job retries the delivery later while the old chunks keep serving.
     """
 
+    # Judging an answer's sentences would send (and bill) every one of them.
+    reads_meaning = False
+
     def __init__(self, model: str, dimensions: int, max_input_tokens: int = 0) -> None:
         self.model = model
         self.dimensions = dimensions
@@ -126,6 +132,9 @@ class LocalEmbedder:
     with ``pip install -r requirements-local.txt``.
     """
 
+    # Sentences embed in milliseconds here: answers pick theirs by meaning.
+    reads_meaning = True
+
     def __init__(self, model: str, dimensions: int, max_input_tokens: int = 0) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         try:
@@ -155,8 +164,14 @@ class LocalEmbedder:
         return [start for start, _ in encoded["offset_mapping"]]
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        # No progress bar: sentence-transformers draws one per call whenever its
+        # logger is at INFO, as the web server's is (a line per question).
         vectors = self.encoder.encode(
-            list(texts), batch_size=32, normalize_embeddings=True, convert_to_numpy=True
+            list(texts),
+            batch_size=32,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
         )
         return vectors_checked(vectors.tolist(), len(texts), self)
 

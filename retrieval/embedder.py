@@ -14,6 +14,9 @@ class Embedder(Protocol):
     space: str
     dimensions: int
     max_input_tokens: int  # what one vector stands for; 0: no limit
+    # Whether it embeds short texts by meaning on this machine, cheaply enough to
+    # judge an answer's sentences with (retrieval.answer).
+    reads_meaning: bool
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
 

@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from kbsite.parallel import after, beside
 from retrieval import sql
-from retrieval.answer import Answer, Passage, answer_compose
+from retrieval.answer import Answer, Meaning, Passage, answer_compose
 from retrieval.chunking import SEPARATOR
 from retrieval.models import Chunk, QueryLog
 from retrieval.search import Hit, SearchMode, SearchResult, chunks_search
@@ -131,6 +131,11 @@ def question_answer(
         question=question,
         passages=passages,
         unknown=evidence.unknown if evidence.off_subject else (),
+        meaning=(
+            Meaning(result.embedder, result.query_vector)
+            if result.embedder is not None and result.query_vector is not None
+            else None
+        ),
     )
     quoted = _quoted_chunks([citations[n - 1].chunk for n in answer.cited], following)
     logged = (

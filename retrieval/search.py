@@ -103,6 +103,10 @@ class SearchResult:
     evidence: Evidence
     chunk_ids: list[int] = field(default_factory=list)
     candidates: int = 0  # chunks the vector side found among the searchable ones
+    # The embedder that ranked by vectors and its vector of the query (None in a
+    # keyword search).
+    embedder: Embedder | None = None
+    query_vector: list[float] | None = None
 
 
 def chunks_search(
@@ -128,12 +132,15 @@ def chunks_search(
     space: EmbeddingSpace | None = None
     vector_hits: list[Hit] = []
     scored: list[KeywordHit] = []
+    vector: list[float] | None = None
     if mode != SearchMode.KEYWORD:
         served, space = serving()
+        embedder = embedder or served
+        (vector,) = embedder.embed([query])
         vector_hits, scored = _vector_hits(
-            query,
+            vector,
             searchable,
-            embedder or served,
+            embedder,
             terms if mode == SearchMode.HYBRID else NO_TERMS,
         )
     keyword_hits = _keyword_hits(selected(), scored)
@@ -170,6 +177,8 @@ def chunks_search(
         evidence=evidence,
         chunk_ids=[h.pk for h in hits],
         candidates=len(vector_hits),
+        embedder=embedder if vector is not None else None,
+        query_vector=vector,
     )
 
 
@@ -190,12 +199,11 @@ def _with_full_rows(hits: list[Hit]) -> list[Hit]:
 
 
 def _vector_hits(
-    query: str, searchable: Searchable, embedder: Embedder, terms: QueryTerms
+    vector: list[float], searchable: Searchable, embedder: Embedder, terms: QueryTerms
 ) -> tuple[list[Hit], list[KeywordHit]]:
-    """Searchable chunks whose text has one of the nearest vectors, nearest first,
-    and those of them that hold a term of the question, with their keyword scores
-    (one statement, ``retrieval.sql.vector_candidates``)."""
-    (vector,) = embedder.embed([query])
+    """Searchable chunks whose text has one of the vectors nearest ``vector`` (the
+    query's), nearest first, and those of them that hold a term of the question,
+    with their keyword scores (one statement, ``retrieval.sql.vector_candidates``)."""
     rows = sql.vector_candidates(
         embedder.space,
         embedder.dimensions,

@@ -10,7 +10,8 @@ Markdown: the extractive answer quotes spans, and citations show them as excerpt
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from kbsite.text import (
@@ -36,6 +37,14 @@ SENTENCE_STOP = (".", "!", "?", ":", ";", ",")
 # Emphasis marks at a word's edge ("*size*", "**Note**"), not inside one
 # ("max_connections").
 EMPHASIS = re.compile(r"(?<!\w)[*_]{1,2}(?=\S)|(?<=\S)[*_]{1,2}(?!\w)")
+# Text judged by meaning for one answer by default (see _within_budget).
+MEANING_CHARS = 1200
+# Of a lead-in with the sentence before it and what it introduces, what is judged.
+LEAD_IN_JUDGED = 240
+# A word of an identifier: "max_connections", "os.path.join", "-w".
+IDENTIFIER = re.compile(r"[_.\d]")
+# Each text's cosine similarity to the question, in order.
+Similarity = Callable[[Sequence[str]], Sequence[float]]
 HOW = re.compile(r"^\s*how\b|\bhow (?:do|can|to|should)\b", re.IGNORECASE)
 # A sentence that introduces what its section holds rather than saying it: "This
 # section describes an easy way to translate with sphinx-intl." Quoted alone it
@@ -60,8 +69,9 @@ class Block:
 class Span:
     lead: str  # the quoted sentence, Markdown without link targets
     attached: str  # a code block, table, list or description it brings, or ""
-    score: float  # how much of the question it holds
+    score: float  # how much of the question's words it holds
     after: str = ""  # plain text that follows it in the passage, for excerpts
+    similarity: float | None = None  # to the question, when judged by meaning
 
     @property
     def markdown(self) -> str:
@@ -131,30 +141,113 @@ def _mark_terms(found: list[Block]) -> list[Block]:
     return marked
 
 
-def best_span(question: str, markdown: str) -> Span | None:
-    """The span of ``markdown`` that shares most words with the question (the
-    earliest of equals), or None if it has no prose at all."""
+def best_span(
+    question: str,
+    markdown: str,
+    *,
+    similar: Similarity | None = None,
+    budget: int = MEANING_CHARS,
+) -> Span | None:
+    """The span of ``markdown`` that answers the question best (the earliest of
+    equals), or None if it has no prose at all; see ``best_spans``."""
+    return best_spans(question, [markdown], similar=similar, budget=budget)[0]
+
+
+def best_spans(
+    question: str,
+    markdowns: Sequence[str],
+    *,
+    similar: Similarity | None = None,
+    budget: int = MEANING_CHARS,
+) -> list[Span | None]:
+    """The best span of each Markdown text, None for a text with no prose.
+
+    With ``similar`` (the cosine similarity of each text to the question, from a
+    model that embeds sentences in milliseconds), a sentence is judged by its own
+    meaning: the one closest to the question wins, whatever its place, after any
+    that holds more of the identifiers the question names (``autodoc_typehints``
+    names exactly what was asked; a small model barely reads it). One call judges
+    the sentences of every text, ``budget`` characters of them at most. Without,
+    by the question's words it holds.
+    """
     wanted = stems(question)
+    identifiers = {w for w in wanted if IDENTIFIER.search(w)}
     how = HOW.search(question) is not None
-    found = blocks(markdown)
-    best: tuple[float, int, int, str] | None = None  # score, -order, block, sentence
-    order = 0
+    parsed = [blocks(markdown) for markdown in markdowns]
+    judged = [_judged(found, wanted, how) for found in parsed]
+    weighed = _within_budget(judged, budget) if similar else []
+    meanings = list(similar([c.text for c in weighed])) if similar and weighed else []
+    closeness = dict(zip(map(id, weighed), meanings, strict=True))
+    spans: list[Span | None] = []
+    for found, candidates in zip(parsed, judged, strict=True):
+        near = [c for c in candidates if id(c) in closeness]
+        if near:
+            best = max(
+                near,
+                key=lambda c: (
+                    len(identifiers & stems(c.text)),
+                    closeness[id(c)],
+                    -c.order,
+                ),
+            )
+        elif candidates:
+            best = max(candidates, key=lambda c: (c.words, -c.order))
+        else:
+            spans.append(None)
+            continue
+        span = _span(found, best.index, best.sentence, best.words)
+        if id(best) in closeness:
+            span = replace(span, similarity=round(closeness[id(best)], 4))
+        spans.append(span)
+    return spans
+
+
+def _within_budget(judged: list[list[_Candidate]], budget: int) -> list[_Candidate]:
+    """The candidates judged by meaning, ``budget`` characters of text at most: those
+    holding most of the question's words first, then the first text's before the
+    next's, each in its order. Embedding costs by the token, 5-10 ms a sentence
+    on two cores: every sentence of three passages would take a second or more."""
+    ranked = sorted(
+        ((c, text) for text, candidates in enumerate(judged) for c in candidates),
+        key=lambda pair: (-pair[0].words, pair[1], pair[0].order),
+    )
+    kept: list[_Candidate] = []
+    size = 0
+    for candidate, _ in ranked:
+        if size + len(candidate.text) > budget:
+            continue
+        kept.append(candidate)
+        size += len(candidate.text)
+    return kept
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    index: int  # of its block
+    sentence: str
+    text: str  # what is judged: a term with its description's first sentence
+    words: float  # the question's words it holds (see _score)
+    order: int
+
+
+def _judged(found: list[Block], wanted: set[str], how: bool) -> list[_Candidate]:
+    judged: list[_Candidate] = []
     for index, block in enumerate(found):
         for sentence in _candidates(block):
-            order += 1
-            score = _score(wanted, sentence)
+            text = sentence
             if block.kind == "term" and index + 1 < len(found):
                 # A term is judged with its description's first sentence.
-                description = _sentences(found[index + 1].text)[:1]
-                score = _score(wanted, " ".join([sentence, *description]))
-            if how and score and _introduces(found, index, sentence):
-                score += 0.5  # "how do I" wants the command, not the background
-            if best is None or (score, -order) > (best[0], best[1]):
-                best = (score, -order, index, sentence)
-    if best is None:
-        return None
-    score, _, index, sentence = best
-    return _span(found, index, sentence, score)
+                text = " ".join([sentence, *_sentences(found[index + 1].text)[:1]])
+            words = _score(wanted, text)
+            if _introduces(found, index, sentence):
+                # A lead-in says little by itself: it is judged with the
+                # sentence before it and the start of what it introduces.
+                text = " ".join([*_sentences(block.text)[-2:], found[index + 1].text])
+                text = text[:LEAD_IN_JUDGED]
+                if how and words:
+                    words += 0.5  # "how do I" wants the command, not the background
+            judged.append(_Candidate(index, sentence, text, words, len(judged)))
+    return judged
 
 
 def _introduces(found: list[Block], index: int, sentence: str) -> bool:
@@ -206,7 +299,7 @@ def _score(wanted: set[str], text: str) -> float:
     """Words of the question held, an identifier (max_connections, os.path.join)
     counting double: it names exactly what was asked for."""
     held = wanted & stems(text)
-    return sum(2.0 if re.search(r"[_.\d]", w) else 1.0 for w in held)
+    return sum(2.0 if IDENTIFIER.search(w) else 1.0 for w in held)
 
 
 def _span(found: list[Block], index: int, sentence: str, score: float) -> Span:

@@ -281,6 +281,62 @@ def editor_adds_a_source(browser, live_server, site) -> tuple[str, str, str]:
     return warning, crawl, error
 
 
+# Harbor's command-line reference: options as definition terms.
+HARBOR_CLI = """# harbor-build
+
+## Options {#options}
+
+###### `-j N`
+
+Distribute the import over N worker processes, to make imports on machines with
+many cores finish sooner.
+
+###### `-q`
+
+Do not print progress on standard output; only warnings and errors go to standard
+error.
+
+###### `--strict`
+
+Turn warnings into errors: the import stops at the first warning and harbor-build
+exits with status 1.
+
+###### `--keep-going`
+
+With --strict, go on to the end of the import before exiting.
+"""
+
+
+def test_a_question_in_a_users_words_is_answered_by_the_option_it_means(
+    browser, live_server, settings
+):
+    """With the local model, the answer quotes the entry nearest the question in
+    meaning, not the first entry that shares a word with it."""
+    from selenium.webdriver.common.by import By
+
+    from retrieval.embeddings import get_embedder
+    from retrieval.reembed import index_rebuild
+
+    harbor_load()
+    ingest_markdown(harbor_url("harbor-build"), HARBOR_CLI)
+    settings.EMBEDDING_BACKEND = "local"
+    settings.EMBEDDING_MODEL = "all-MiniLM-L6-v2"
+    settings.EMBEDDING_DIMENSIONS = 384
+    settings.RELEVANCE_FLOOR = None
+    list(index_rebuild(target=get_embedder()))
+
+    reader_asks(
+        browser,
+        live_server,
+        "How can I make my nightly import job fail whenever there is a warning?",
+    )
+
+    answer = browser.find_element(By.ID, "answer").text
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    full_page_screenshot(browser, SCREENSHOTS / "ask-by-meaning.png")
+    assert answer.startswith("--strict [1]\nTurn warnings into errors"), answer
+
+
 def test_a_question_about_a_product_the_docs_never_name_says_so(browser, live_server):
     from selenium.webdriver.common.by import By
 

@@ -111,6 +111,24 @@ def test_the_local_backend_loads_its_model_offline_and_understands_meaning():
     assert cosine(query, near) > cosine(query, far) + 0.2
 
 
+def test_the_local_backend_draws_no_progress_bar_when_logging_at_info(capfd):
+    # The web server logs at INFO: a bar there would be a line per question.
+    pytest.importorskip("sentence_transformers")
+    import logging
+
+    embedder = build_embedder("local", "all-MiniLM-L6-v2", 384)
+    logger = logging.getLogger("sentence_transformers")
+    level = logger.level
+    logger.setLevel(logging.INFO)
+    try:
+        capfd.readouterr()
+        embedder.embed(["one sentence", "and another"])
+    finally:
+        logger.setLevel(level)
+
+    assert capfd.readouterr().err == ""
+
+
 def test_the_local_backend_refuses_a_wrong_dimension():
     pytest.importorskip("sentence_transformers")
 

@@ -89,8 +89,10 @@ class FilteredVectorSearchTests(TestCase):
             cursor.execute("ANALYZE")
 
     def vector_pages(self, user, filters=NO_FILTERS) -> list[int]:
+        embedder = get_embedder()
+        (vector,) = embedder.embed([QUESTION])
         hits, _ = search._vector_hits(
-            QUESTION, searchable_chunks(user, filters), get_embedder(), NO_TERMS
+            vector, searchable_chunks(user, filters), embedder, NO_TERMS
         )
         return [hit.page_id for hit in hits]
 

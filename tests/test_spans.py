@@ -233,3 +233,106 @@ def test_a_topic_sentence_followed_by_its_own_sentences_is_quoted_with_them():
 
     assert "pip install sphinx" in span.markdown + span.after
     assert "python3-sphinx" not in span.attached
+
+
+# As sphinx-build's man page has it: options as definition terms.
+SPHINX_BUILD = """### Options
+
+###### `-b buildername`
+
+The most important option: it selects a builder. The most common builders are
+html, dirhtml and latex.
+
+###### `-j N`
+
+Distribute the build over N processes in parallel, to make building on
+multiprocessor machines more effective.
+
+###### `-q`
+
+Do not output anything on standard output, only write warnings and errors to
+standard error.
+
+###### `-W`
+
+Turn warnings into errors. This means that the build stops at the first warning
+and `sphinx-build` exits with exit status 1.
+
+###### `--keep-going`
+
+With -W option, keep going processing when getting warnings to the end of build,
+and `sphinx-build` exits with exit status 1.
+"""
+
+
+def test_with_meaning_the_span_closest_to_the_question_wins_not_the_most_words():
+    # By words, "make" (-j N) and "warning" (-W, --keep-going) tie, and the
+    # first entry wins; the meaning is -W's.
+    question = "How can I make my CI job fail whenever the docs produce a warning?"
+    by_words = best_span(question, SPHINX_BUILD)
+    closeness = {"-W": 0.62, "--keep-going": 0.55}
+
+    def similar(texts):
+        return [
+            next((v for k, v in closeness.items() if f"`{k}`" in t), 0.1) for t in texts
+        ]
+
+    by_meaning = best_span(question, SPHINX_BUILD, similar=similar)
+
+    assert by_words.lead == "**`-j N`**"
+    assert by_meaning.lead == "**`-W`**"
+    assert by_meaning.attached.startswith("Turn warnings into errors.")
+    assert by_meaning.similarity == 0.62
+
+
+def test_with_meaning_an_identifier_the_question_names_still_wins():
+    def similar(texts):
+        return [0.9 if "standard output" in t else 0.2 for t in texts]
+
+    span = best_span("What does -j N do? Is it like max_workers?", SPHINX_BUILD,
+                     similar=similar)  # fmt: skip
+    held = best_span("Where does -q write the autodoc_typehints warnings?",
+                     TYPEHINTS + SPHINX_BUILD, similar=similar)  # fmt: skip
+
+    assert span.lead == "**`-q`**", "no identifier held by any: meaning decides"
+    assert held.lead == "**`autodoc_typehints`**", "the one held beats meaning"
+
+
+def test_the_local_model_picks_the_option_a_question_in_a_users_words_means():
+    from retrieval.answer import Meaning
+    from retrieval.backends import LocalEmbedder
+
+    embedder = LocalEmbedder("all-MiniLM-L6-v2", 384)
+    question = "How can I make my CI job fail whenever the docs produce a warning?"
+    passage = Passage(number=1, title="sphinx-build", url="https://d.example/man/",
+                      heading="Options", text=SPHINX_BUILD)  # fmt: skip
+    (vector,) = embedder.embed([question])
+
+    answer = answer_compose(
+        question=question, passages=[passage], meaning=Meaning(embedder, vector)
+    )
+    by_words = answer_compose(question=question, passages=[passage])
+
+    assert answer.text.startswith("**`-W`** [1]\n\nTurn warnings into errors."), (
+        answer.text
+    )
+    assert not by_words.text.startswith("**`-W`**"), by_words.text
+
+
+def test_meaning_judges_a_budget_of_text_the_candidates_sharing_words_first():
+    given: list[list[str]] = []
+
+    def similar(texts):
+        given.append(list(texts))
+        return [0.5] * len(texts)
+
+    question = "Which option turns warnings into errors?"
+    best_span(question, SPHINX_BUILD, similar=similar, budget=120)
+    best_span(question, SPHINX_BUILD, similar=similar, budget=0)
+    whole = best_span(question, SPHINX_BUILD, similar=similar, budget=10_000)
+
+    small, everything = given  # a budget of 0 embeds nothing
+    assert sum(map(len, small)) <= 120
+    assert small[0].startswith("`-W` Turn warnings into errors."), small
+    assert len(everything) == 12, "5 terms and the sentences of 5 descriptions"
+    assert whole.similarity == 0.5
