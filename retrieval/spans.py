@@ -41,8 +41,13 @@ EMPHASIS = re.compile(r"(?<!\w)[*_]{1,2}(?=\S)|(?<=\S)[*_]{1,2}(?!\w)")
 MEANING_CHARS = 1200
 # Of a lead-in with the sentence before it and what it introduces, what is judged.
 LEAD_IN_JUDGED = 240
-# A word of an identifier: "max_connections", "os.path.join", "-w".
+# A stem counted double by words: part of an identifier, or a number.
 IDENTIFIER = re.compile(r"[_.\d]")
+# An identifier as a question writes it: words joined by _ . : or / ("str.split",
+# "max_connections", "py:func"), or a command-line option ("-W", "--keep-going").
+NAMED_IDENTIFIER = re.compile(
+    r"(?<![\w-])--?[A-Za-z][\w-]*|\w*_\w+|\w+(?:[.:/]\w+)+(?:_\w+)*"
+)
 # Each text's cosine similarity to the question, in order.
 Similarity = Callable[[Sequence[str]], Sequence[float]]
 HOW = re.compile(r"^\s*how\b|\bhow (?:do|can|to|should)\b", re.IGNORECASE)
@@ -171,7 +176,7 @@ def best_spans(
     by the question's words it holds.
     """
     wanted = stems(question)
-    identifiers = {w for w in wanted if IDENTIFIER.search(w)}
+    named = identifiers_in(question)
     how = HOW.search(question) is not None
     parsed = [blocks(markdown) for markdown in markdowns]
     judged = [_judged(found, wanted, how) for found in parsed]
@@ -185,7 +190,7 @@ def best_spans(
             best = max(
                 near,
                 key=lambda c: (
-                    len(identifiers & stems(c.text)),
+                    _naming(named, c.text),
                     closeness[id(c)],
                     -c.order,
                 ),
@@ -195,7 +200,7 @@ def best_spans(
         else:
             spans.append(None)
             continue
-        span = _span(found, best.index, best.sentence, best.words)
+        span = _span(found, best.index, best.sentence, best.words, how=how)
         if id(best) in closeness:
             span = replace(span, similarity=round(closeness[id(best)], 4))
         spans.append(span)
@@ -219,6 +224,27 @@ def _within_budget(judged: list[list[_Candidate]], budget: int) -> list[_Candida
         kept.append(candidate)
         size += len(candidate.text)
     return kept
+
+
+def identifiers_in(question: str) -> list[re.Pattern[str]]:
+    """Patterns of the identifiers the question names (``str.split``,
+    ``max_connections``, ``-W``, ``--keep-going``), each matching the identifier
+    whole in a text: not ``str.rsplit`` for ``str.split``, and whatever its case
+    but for an option (``-w`` is not ``-W``). The
+    words a question's identifiers are made of are no identifiers themselves
+    ("split" is in every sentence about splitting)."""
+    found = dict.fromkeys(m.group(0) for m in NAMED_IDENTIFIER.finditer(question))
+    return [
+        re.compile(
+            rf"(?<![\w.-]){re.escape(name)}(?![\w-]|\.\w)",
+            0 if name.startswith("-") else re.IGNORECASE,
+        )
+        for name in found
+    ]
+
+
+def _naming(named: list[re.Pattern[str]], text: str) -> int:
+    return sum(1 for pattern in named if pattern.search(text))
 
 
 @dataclass(frozen=True)
@@ -302,7 +328,9 @@ def _score(wanted: set[str], text: str) -> float:
     return sum(2.0 if IDENTIFIER.search(w) else 1.0 for w in held)
 
 
-def _span(found: list[Block], index: int, sentence: str, score: float) -> Span:
+def _span(
+    found: list[Block], index: int, sentence: str, score: float, *, how: bool = False
+) -> Span:
     block = found[index]
     following = found[index + 1] if index + 1 < len(found) else None
     lead = clean_inline(sentence)
@@ -331,7 +359,17 @@ def _span(found: list[Block], index: int, sentence: str, score: float) -> Span:
     if following is not None and _introduces(found, index, sentence):
         return Span(lead, _attached(following), score,
                     after=_plain(found[index + 2 :]))  # fmt: skip
-    rest = _rest_of(block, sentence)
+    last = sentence
+    if how and block.kind == "prose" and "`" not in sentence:
+        # "How do I" wants the way: a sentence that says a thing can be done
+        # ("PostgreSQL supports building indexes without locking out writes.")
+        # goes on to the next one of its paragraph when that names the code.
+        parts = _sentences(block.text)
+        after = parts[parts.index(sentence) + 1 :][:1] if sentence in parts else ()
+        if after and "`" in after[0]:
+            last = after[0]
+            lead = clean_inline(f"{sentence} {last}")
+    rest = _rest_of(block, last)
     if block.kind == "list":
         lead = f"- {lead}"
     return Span(lead, "", score, after=" ".join([rest, _plain(found[index + 1 :])]))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from retrieval.answer import Passage, answer_compose
 from retrieval.spans import best_span, excerpt
 
@@ -289,12 +291,14 @@ def test_with_meaning_an_identifier_the_question_names_still_wins():
     def similar(texts):
         return [0.9 if "standard output" in t else 0.2 for t in texts]
 
-    span = best_span("What does -j N do? Is it like max_workers?", SPHINX_BUILD,
+    span = best_span("Which one is quiet? Is it like max_workers?", SPHINX_BUILD,
                      similar=similar)  # fmt: skip
-    held = best_span("Where does -q write the autodoc_typehints warnings?",
+    option = best_span("What does -j N do?", SPHINX_BUILD, similar=similar)
+    held = best_span("Where does quiet mode write autodoc_typehints warnings?",
                      TYPEHINTS + SPHINX_BUILD, similar=similar)  # fmt: skip
 
     assert span.lead == "**`-q`**", "no identifier held by any: meaning decides"
+    assert option.lead == "**`-j N`**", "an option is an identifier"
     assert held.lead == "**`autodoc_typehints`**", "the one held beats meaning"
 
 
@@ -336,3 +340,90 @@ def test_meaning_judges_a_budget_of_text_the_candidates_sharing_words_first():
     assert small[0].startswith("`-W` Turn warnings into errors."), small
     assert len(everything) == 12, "5 terms and the sentences of 5 descriptions"
     assert whole.similarity == 0.5
+
+
+STR_METHODS = """### String Methods
+
+###### `str.rpartition(sep)`
+
+Split the string at the last occurrence of sep, and return a 3-tuple.
+
+###### `str.rsplit(sep=None, maxsplit=-1)`
+
+Return a list of the words in the string, from the right.
+
+###### `str.split(sep=None, maxsplit=-1)`
+
+Return a list of the words in the string, using sep as the delimiter string.
+"""
+
+
+@pytest.mark.parametrize(
+    ("question", "text", "names"),
+    [
+        ("str.split", "str.split(sep=None)", True),
+        ("str.split", "see str.split.", True),
+        ("str.split", "STR.SPLIT(x)", True),
+        ("str.split", "str.rsplit(sep)", False),
+        ("str.split", "mystr.split()", False),
+        ("str.split", "str.splitlines()", False),
+        ("str.split", "Split the string at the last occurrence", False),
+        ("What does max_connections do?", "max_connections (integer)", True),
+        ("What does max_connections do?", "superuser_reserved_connections", False),
+        ("fail on warnings with -W?", "-W Turn warnings into errors", True),
+        ("fail on warnings with -W?", "-w file writes warnings to file", False),
+        ("fail on warnings with -W?", "gcc -Wall", False),
+        ("sphinx-build --keep-going", "--keep-going With -W option", True),
+        ("sphinx-build --keep-going", "--keep-going-on", False),
+        ("Which role is :py:func:?", "The :py:func: role", True),
+        ("How do I use a well-known option?", "well-known", False),
+    ],
+)
+def test_an_identifier_the_question_names_is_found_whole(question, text, names):
+    from retrieval.spans import identifiers_in
+
+    assert any(p.search(text) for p in identifiers_in(question)) is names
+
+
+def test_with_meaning_the_entry_of_the_identifier_asked_for_wins():
+    def similar(texts):
+        # The small model reads "Split the string" as nearest to "str.split".
+        return [0.8 if "Split the string" in t else 0.4 for t in texts]
+
+    span = best_span("str.split", STR_METHODS, similar=similar)
+
+    assert span.lead == "**`str.split(sep=None, maxsplit=-1)`**"
+
+
+CONCURRENTLY = """### Building Indexes Concurrently
+
+Creating an index can interfere with regular operation of a database. PostgreSQL
+supports building indexes without locking out writes. This method is invoked by
+specifying the `CONCURRENTLY` option of `CREATE INDEX`. When this option is used,
+PostgreSQL must perform two scans of the table.
+"""
+
+
+@pytest.mark.parametrize(
+    ("question", "lead"),
+    [
+        (
+            "How do I build an index without blocking writes?",
+            "PostgreSQL supports building indexes without locking out writes. This "
+            "method is invoked by specifying the `CONCURRENTLY` option of "
+            "`CREATE INDEX`.",
+        ),
+        (
+            "Can an index be built without blocking writes?",
+            "PostgreSQL supports building indexes without locking out writes.",
+        ),
+    ],
+)
+def test_how_do_i_goes_on_to_the_sentence_that_names_the_code(question, lead):
+    def similar(texts):
+        return [0.9 if t.startswith("PostgreSQL supports") else 0.3 for t in texts]
+
+    span = best_span(question, CONCURRENTLY, similar=similar)
+
+    assert span.lead == lead
+    assert span.after.startswith("When this option is used" if "`" in lead else "This")
