@@ -125,11 +125,13 @@ def _extractive(
     )
     found = [(p.number, span) for p, span in zip(passages, spans, strict=False) if span]
     picked: dict[int, Span] = {}
-    if similar is not None and found:
-        (number, first), *rest = found
+    lead = found[0][1].similarity if similar is not None and found else None
+    if lead is not None:
+        number, first = found[0]
         picked[number] = first
-        for number, span in rest:
-            if (span.similarity or 0.0) >= (first.similarity or 0.0):
+        for number, span in found[1:]:
+            # A passage the budget left unjudged is not weighed against it.
+            if span.similarity is not None and span.similarity >= lead:
                 picked[number] = span
         return picked
     bar = 0.0

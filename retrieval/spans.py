@@ -43,11 +43,15 @@ MEANING_CHARS = 1200
 LEAD_IN_JUDGED = 240
 # A stem counted double by words: part of an identifier, or a number.
 IDENTIFIER = re.compile(r"[_.\d]")
-# An identifier as a question writes it: words joined by _ . : or / ("str.split",
-# "max_connections", "py:func"), or a command-line option ("-W", "--keep-going").
+# An identifier as a question writes it: a command-line option ("-W",
+# "--keep-going"), words joined by . or : ("str.split", "auto_explain.log_min_duration",
+# "py:func"), or by _ ("max_connections"). Each alternative is anchored where a
+# token starts, so a long word costs one pass.
 NAMED_IDENTIFIER = re.compile(
-    r"(?<![\w-])--?[A-Za-z][\w-]*|\w*_\w+|\w+(?:[.:/]\w+)+(?:_\w+)*"
+    r"(?<![\w-])--?[A-Za-z][\w-]*|(?<![\w.])\w+(?:[.:]\w+)+|(?<!\w)\w*_\w+"
 )
+# Parts of what only looks like one: "e.g.", "i.e.", "3.11", "10:30".
+NOT_NAMED = re.compile(r"(?:[^\W\d_]|\d+)(?:[.:](?:[^\W\d_]|\d+))*", re.IGNORECASE)
 # Each text's cosine similarity to the question, in order.
 Similarity = Callable[[Sequence[str]], Sequence[float]]
 HOW = re.compile(r"^\s*how\b|\bhow (?:do|can|to|should)\b", re.IGNORECASE)
@@ -208,17 +212,24 @@ def best_spans(
 
 
 def _within_budget(judged: list[list[_Candidate]], budget: int) -> list[_Candidate]:
-    """The candidates judged by meaning, ``budget`` characters of text at most: those
-    holding most of the question's words first, then the first text's before the
-    next's, each in its order. Embedding costs by the token, 5-10 ms a sentence
-    on two cores: every sentence of three passages would take a second or more."""
-    ranked = sorted(
-        ((c, text) for text, candidates in enumerate(judged) for c in candidates),
-        key=lambda pair: (-pair[0].words, pair[1], pair[0].order),
+    """The candidates judged by meaning, ``budget`` characters of text at most: the
+    best of each text by the question's words first, then the others holding most
+    of its words, the first text's before the next's, each in its order.
+    Embedding costs by the token, 5-10 ms a sentence on two cores: every sentence
+    of three passages would take a second or more."""
+    ranked = [
+        sorted(candidates, key=lambda c: (-c.words, c.order)) for candidates in judged
+    ]
+    # Each text's best by words first: a text left unjudged could not be weighed
+    # against the others.
+    firsts = [candidates[0] for candidates in ranked if candidates]
+    rest = sorted(
+        (c for candidates in ranked for c in candidates[1:]),
+        key=lambda c: -c.words,  # stable: by text, then order, among equals
     )
     kept: list[_Candidate] = []
     size = 0
-    for candidate, _ in ranked:
+    for candidate in [*firsts, *rest]:
         if size + len(candidate.text) > budget:
             continue
         kept.append(candidate)
@@ -233,7 +244,11 @@ def identifiers_in(question: str) -> list[re.Pattern[str]]:
     but for an option (``-w`` is not ``-W``). The
     words a question's identifiers are made of are no identifiers themselves
     ("split" is in every sentence about splitting)."""
-    found = dict.fromkeys(m.group(0) for m in NAMED_IDENTIFIER.finditer(question))
+    found = dict.fromkeys(
+        m.group(0)
+        for m in NAMED_IDENTIFIER.finditer(question)
+        if not NOT_NAMED.fullmatch(m.group(0))
+    )
     return [
         re.compile(
             rf"(?<![\w.-]){re.escape(name)}(?![\w-]|\.\w)",

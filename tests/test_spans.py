@@ -303,6 +303,7 @@ def test_with_meaning_an_identifier_the_question_names_still_wins():
 
 
 def test_the_local_model_picks_the_option_a_question_in_a_users_words_means():
+    pytest.importorskip("sentence_transformers")
     from retrieval.answer import Meaning
     from retrieval.backends import LocalEmbedder
 
@@ -377,6 +378,12 @@ Return a list of the words in the string, using sep as the delimiter string.
         ("sphinx-build --keep-going", "--keep-going-on", False),
         ("Which role is :py:func:?", "The :py:func: role", True),
         ("How do I use a well-known option?", "well-known", False),
+        ("auto_explain.log_min_duration", "auto_explain.log_min_duration (int)", True),
+        ("auto_explain.log_min_duration", "The auto_explain module provides", False),
+        ("_thread.start_new_thread", "_thread.start_new_thread(f, args)", True),
+        ("How often does it retry, e.g. on timeout?", "Set a limit, e.g. 5", False),
+        ("What changed in 3.11?", "Changed in version 3.11", False),
+        ("Does it run at 10:30 and/or at noon?", "at 10:30 and/or", False),
     ],
 )
 def test_an_identifier_the_question_names_is_found_whole(question, text, names):
@@ -427,3 +434,43 @@ def test_how_do_i_goes_on_to_the_sentence_that_names_the_code(question, lead):
 
     assert span.lead == lead
     assert span.after.startswith("When this option is used" if "`" in lead else "This")
+
+
+class FakeMeaning:
+    """An embedder that reads meaning: "warning" words point one way, the rest
+    another."""
+
+    reads_meaning = True
+
+    def embed(self, texts):
+        return [[1.0, 0.0] if "warning" in t else [0.0, 1.0] for t in texts]
+
+
+@pytest.mark.parametrize("budget", [20, 45, 1200])
+def test_a_passage_the_budget_left_unjudged_is_not_quoted_beside_the_first(
+    budget, settings
+):
+    from retrieval.answer import Meaning
+
+    settings.ANSWER_MEANING_CHARS = budget
+    passages = [
+        Passage(
+            number=n, title="t", url=f"https://d.example/{n}", heading="h", text=text
+        )  # fmt: skip
+        for n, text in enumerate(
+            [
+                "Use -W to turn warnings into errors.",
+                "Bananas are yellow and grow on plants.",
+                "Cats sleep all day in the sun.",
+            ],
+            start=1,
+        )
+    ]
+
+    answer = answer_compose(
+        question="How do I fail on warnings?",
+        passages=passages,
+        meaning=Meaning(FakeMeaning(), [1.0, 0.0]),
+    )
+
+    assert answer.cited == [1], answer.text
