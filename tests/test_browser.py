@@ -314,16 +314,9 @@ def test_a_question_in_a_users_words_is_answered_by_the_option_it_means(
     meaning, not the first entry that shares a word with it."""
     from selenium.webdriver.common.by import By
 
-    from retrieval.embeddings import get_embedder
-    from retrieval.reembed import index_rebuild
-
     harbor_load()
     ingest_markdown(harbor_url("harbor-build"), HARBOR_CLI)
-    settings.EMBEDDING_BACKEND = "local"
-    settings.EMBEDDING_MODEL = "all-MiniLM-L6-v2"
-    settings.EMBEDDING_DIMENSIONS = 384
-    settings.RELEVANCE_FLOOR = None
-    list(index_rebuild(target=get_embedder()))
+    local_model_serves(settings)
 
     reader_asks(
         browser,
@@ -370,17 +363,11 @@ def test_a_docs_owner_sees_alike_unanswered_questions_as_one_group(
 ):
     from selenium.webdriver.common.by import By
 
-    from retrieval.embeddings import get_embedder
     from retrieval.questions import query_feedback_record, question_answer
-    from retrieval.reembed import index_rebuild
 
     harbor_load()
     # The default model, as a docs owner runs it: rewordings are alike in it.
-    settings.EMBEDDING_BACKEND = "local"
-    settings.EMBEDDING_MODEL = "all-MiniLM-L6-v2"
-    settings.EMBEDDING_DIMENSIONS = 384
-    settings.RELEVANCE_FLOOR = None
-    list(index_rebuild(target=get_embedder()))
+    local_model_serves(settings)
     reader = User.objects.create_user("margherita.rossi@example.org")
     for question in UNANSWERED:
         assert question_answer(question=question, user=reader, k=5).abstained
@@ -473,6 +460,18 @@ def reader_logs_in(browser, url: str) -> None:
     browser.find_element(By.NAME, "username").send_keys("reader")
     browser.find_element(By.NAME, "password").send_keys("a long password 1")
     browser.find_element(By.CSS_SELECTOR, "main form button[type=submit]").click()
+
+
+def local_model_serves(settings) -> None:
+    """The index moved to the default local model, with the floor it learns."""
+    from retrieval.embeddings import get_embedder
+    from retrieval.reembed import index_rebuild
+
+    settings.EMBEDDING_BACKEND = "local"
+    settings.EMBEDDING_MODEL = "all-MiniLM-L6-v2"
+    settings.EMBEDDING_DIMENSIONS = 384
+    settings.RELEVANCE_FLOOR = None
+    list(index_rebuild(target=get_embedder()))
 
 
 def reader_asks(browser, live_server, question: str) -> None:
