@@ -3,8 +3,10 @@
 A source's seeds or patterns change, a source is added or removed, and pages held
 by one source may belong to another now (they move, with their chunks, vectors and
 line shapes) or to none (they leave search and their content is dropped: a deny
-pattern is a promise that the text is not served). A delivery of such a page does
-the same for that one page before it is ingested.
+pattern is a promise that the text is not served). A page never carries its text
+across a group line: given to a source managed by other groups, it leaves search
+first, content dropped, and its new source reads it afresh. A delivery of such a
+page does the same for that one page before it is ingested.
 """
 
 from __future__ import annotations
@@ -44,6 +46,11 @@ def page_rescope(*, page: Page, owner: Source | None) -> Page:
             if locked.status != Page.Status.GONE or locked.next_crawl_at is not None:
                 _retire(locked)
         elif owner.pk != locked.source_id:
+            if owner.manager_ids != locked.source.manager_ids:
+                if locked.status == Page.Status.LIVE or locked.markdown:
+                    _retire(locked)
+                # Its new source reads it afresh at its next crawl.
+                locked.next_crawl_at = timezone.now()
             _move(locked, owner)
     return locked
 
@@ -75,7 +82,7 @@ def _move(page: Page, owner: Source) -> None:
     page_shapes_record(page=page, shapes={})
     page.source = owner
     page_shapes_record(page=page, shapes=shapes)
-    page.save(update_fields=["source", "line_shapes"])
+    page.save(update_fields=["source", "line_shapes", "next_crawl_at"])
 
 
 def pages_rescope(*, pages: Iterable[Page] | None = None) -> Rescoped:

@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.contrib.auth.models import AnonymousUser, Group
+from django.contrib.postgres.aggregates import ArrayAgg
 from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
 from django.core.exceptions import ValidationError
@@ -109,6 +110,15 @@ class SourceQuerySet(models.QuerySet["Source"]):
         if sees_every_source(user):
             return self.none()
         return self.exclude(pk__in=Source.objects.searchable_by(user).values("pk"))
+
+    def with_manager_ids(self) -> SourceQuerySet:
+        """The sources with the ids of the groups that manage each
+        (``Source.manager_ids``) read in the same query."""
+        return self.annotate(
+            _manager_ids=ArrayAgg(
+                "allowed_groups", filter=Q(allowed_groups__isnull=False), default=[]
+            )
+        )
 
     def allowing_origin(self, origin: str) -> SourceQuerySet:
         """The sources whose answers the Ask widget may show on pages of
@@ -320,6 +330,18 @@ class Source(models.Model):
         """Whether this product fetches the pages itself (directly or through a
         hosted fetcher), rather than waiting for Crawlbase to deliver them."""
         return self.fetcher in {self.Fetcher.DIRECT, self.Fetcher.NSTPROXY}
+
+    @property
+    def manager_ids(self) -> frozenset[int]:
+        """The ids of the groups whose editors manage this source (its allowed
+        groups); empty when every editor does. A source may take a URL from
+        another only when both have the same (``sources.scope``)."""
+        annotated = getattr(self, "_manager_ids", None)
+        if annotated is not None:
+            return frozenset(annotated)
+        if self.pk is None:
+            return frozenset()
+        return frozenset(self.allowed_groups.values_list("pk", flat=True))
 
     @property
     def boilerplate_regexes(self) -> list[re.Pattern]:

@@ -12,6 +12,14 @@ a literal start longer than the denying source's seed directory, and which does 
 deny it too). A URL no source reaches belongs to none; it is never handed to a
 neighbour.
 
+Precedence never crosses a group line: a source may take a URL from another only
+when the same people manage both (the same allowed groups). Among the sources
+reaching a URL, the oldest decides whose it is: only the sources managed as that
+one is compete for it, by the rules above. So an editor's narrower source never
+takes a page, or a URL denied, from a source of another group; the admin refuses
+such an overlap when a source is saved (``overlapping``), and this rule holds for
+whatever was saved before or elsewhere.
+
 Every decision is made on the canonical URL (``kbsite.canonical``), the one the
 page is stored under, so no other spelling of a URL (case, default port, dot
 segments, percent-encoding) slips past a pattern or a seed directory.
@@ -51,6 +59,9 @@ class Scope:
     directories: tuple[str, ...]
     allow: tuple[re.Pattern, ...]
     deny: tuple[re.Pattern, ...]
+    # The ids of the groups that manage the source (its allowed groups; none:
+    # every editor). Sources compete for a URL only with those managed alike.
+    managers: frozenset[int] = frozenset()
 
     @classmethod
     def compile(
@@ -60,12 +71,14 @@ class Scope:
         seeds: Iterable[str],
         allow: Iterable[str | re.Pattern],
         deny: Iterable[str | re.Pattern],
+        managers: Iterable[int] = (),
     ) -> Scope:
         return cls(
             source_id=source_id,
             directories=tuple(d for d in map(seed_directory, seeds) if d),
             allow=tuple(re.compile(p) for p in allow),
             deny=tuple(re.compile(p) for p in deny),
+            managers=frozenset(managers),
         )
 
     @classmethod
@@ -75,6 +88,7 @@ class Scope:
             seeds=source.seeds,
             allow=source.allow_regexes,
             deny=source.deny_regexes,
+            managers=source.manager_ids,
         )
 
     def allows(self, url: str) -> bool:
@@ -155,9 +169,14 @@ Ranked = list[tuple[tuple[int, bool], Scope]]
 
 
 def _reaching(canonical: str, scopes: Sequence[Scope]) -> Ranked:
-    """The scopes reaching the URL with their ranks, the oldest first."""
+    """The scopes that compete for the URL, with their ranks, the oldest first:
+    those reaching it that are managed as the oldest of them is."""
     ranked = ((scope.reach(canonical), scope) for scope in scopes)
-    return [(rank, scope) for rank, scope in ranked if rank is not None]
+    reaching = [(rank, scope) for rank, scope in ranked if rank is not None]
+    if not reaching:
+        return reaching
+    managers = reaching[0][1].managers
+    return [(rank, scope) for rank, scope in reaching if scope.managers == managers]
 
 
 def _denier(canonical: str, reaching: Ranked) -> Scope | None:
@@ -199,7 +218,7 @@ class ScopeMap:
     allow patterns."""
 
     def __init__(self, sources: Iterable[Source] | None = None) -> None:
-        chosen = Source.objects.all() if sources is None else sources
+        chosen = Source.objects.with_manager_ids() if sources is None else sources
         self.sources = {source.pk: source for source in chosen}
         self.scopes = [Scope.of(self.sources[pk]) for pk in sorted(self.sources)]
         self.newest = max((s.updated_at for s in self.sources.values()), default=None)
@@ -244,6 +263,40 @@ class ScopeMap:
 
     def belongs_to(self, source: Source, url: str) -> bool:
         return source.pk is not None and self.source_id_for(url) == source.pk
+
+
+# Known pages of each other source tried against a source being saved.
+PROBED_PAGES = 2_000
+
+
+def overlapping_sources(scope: Scope, *, own_urls: Iterable[str] = ()) -> list[Source]:
+    """The sources managed otherwise than ``scope`` (other allowed groups) whose
+    reach meets its reach, so that one would take URLs the other covers: a seed
+    directory inside the other's, an allow pattern naming the other's addresses,
+    either reaching the other's known pages. ``scope.source_id`` is the source
+    being saved (0 for a new one); ``own_urls`` its known pages."""
+    mine = _probes(scope, own_urls)
+    others = Source.objects.with_manager_ids().exclude(pk=scope.source_id)
+    found = []
+    for source in others:
+        other = Scope.of(source)
+        if other.managers == scope.managers:
+            continue
+        urls = source.pages.order_by("-last_verified_at").values_list("url", flat=True)[
+            :PROBED_PAGES
+        ]
+        if any(other.reach(u) for u in mine) or any(
+            scope.reach(u) for u in _probes(other, urls)
+        ):
+            found.append(source)
+    return found
+
+
+def _probes(scope: Scope, urls: Iterable[str]) -> list[str]:
+    """Addresses standing for a scope's reach: its seed directories, the literal
+    starts of its anchored allow patterns, and its known pages."""
+    starts = [_literal_start(p) for p in scope.allow]
+    return [*scope.directories, *filter(None, starts), *urls]
 
 
 def source_for_url(url: str) -> Source | None:

@@ -3,9 +3,13 @@ linked to the page list filtered to them."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
+from django import forms
 from django.contrib import admin
+from django.contrib.auth.base_user import AbstractBaseUser
+from django.contrib.auth.models import AnonymousUser
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.db.models import Count, Q, QuerySet
@@ -21,7 +25,8 @@ from kbsite.admin_utils import (
     readable_duration,
 )
 from sources.admin.visibility import VisibleRowsAdmin
-from sources.models import Page, Source, stale_condition
+from sources.models import Page, Source, sees_every_source, stale_condition
+from sources.scope import PROBED_PAGES, Scope, overlapping_sources
 
 DURATION_HELP = (
     "How often pages are checked again, e.g. 7 days, 12 hours, 1 day 6 hours."
@@ -35,6 +40,73 @@ def durations_in_words(help_text: str) -> dict[Any, dict[str, Any]]:
             "help_text": help_text,
         }
     }
+
+
+OVERLAP = (
+    "Another source already covers some of these addresses, and other groups "
+    "manage it. A source may take addresses from another only when the same "
+    "groups manage both: narrow the seeds or allow patterns, or ask an "
+    "administrator."
+)
+OVERLAP_NAMED = (
+    "The source \u201c{}\u201d already covers some of these addresses, and other "
+    "groups manage it. A source may take addresses from another only when the "
+    "same groups manage both: give both the same groups, or narrow the seeds or "
+    "allow patterns."
+)
+
+
+class SourceForm(forms.ModelForm):
+    """A source as an editor saves it: in the editor's own groups only (any, for
+    a superuser), and never reaching addresses of a source other groups manage."""
+
+    editor: AbstractBaseUser | AnonymousUser  # set by ``SourceAdmin.get_form``
+
+    def kept_groups(self) -> set[int]:
+        """The source's groups the editor is not in: not theirs to offer or to
+        take away, so they stay as they are."""
+        if self.instance.pk is None or sees_every_source(self.editor):
+            return set()
+        groups = self.instance.allowed_groups.exclude(user__pk=self.editor.pk)
+        return set(groups.values_list("pk", flat=True))
+
+    def clean(self) -> dict[str, Any]:
+        super().clean()
+        cleaned = self.cleaned_data
+        fields = ["seed_urls", "allow_patterns", "deny_patterns", "allowed_groups"]
+        if any(name in self.errors for name in fields):
+            return cleaned
+        chosen = cleaned.get("allowed_groups")
+        if chosen is None:  # a form without the field leaves them as they are
+            managers = set(self.instance.manager_ids)
+        else:
+            managers = {group.pk for group in chosen} | self.kept_groups()
+        lines = Source._lines
+        try:
+            scope = Scope.compile(
+                self.instance.pk or 0,
+                seeds=lines(cleaned.get("seed_urls", "")),
+                allow=lines(cleaned.get("allow_patterns", "")),
+                deny=lines(cleaned.get("deny_patterns", "")),
+                managers=managers,
+            )
+        except re.error:
+            return cleaned  # the model's own validation names the bad pattern
+        pages = self.instance.pages if self.instance.pk else Page.objects.none()
+        own = pages.values_list("url", flat=True)[:PROBED_PAGES]
+        overlaps = overlapping_sources(scope, own_urls=own)
+        if overlaps:
+            raise forms.ValidationError(self._overlap_message(overlaps), code="overlap")
+        return cleaned
+
+    def _overlap_message(self, overlaps: list[Source]) -> str:
+        """The overlap named only when the editor manages every source in it: a
+        source of another group is not theirs to learn of."""
+        ids = [source.pk for source in overlaps]
+        managed = Source.objects.visible_to(self.editor).filter(pk__in=ids)
+        if managed.count() < len(ids):
+            return OVERLAP
+        return OVERLAP_NAMED.format(overlaps[0])
 
 
 @admin.register(Source)
@@ -52,6 +124,30 @@ class SourceAdmin(VisibleRowsAdmin):
         **durations_in_words(DURATION_HELP),
         ArrayField: {"form_class": OriginsField},  # the widget's origins
     }
+
+    form = SourceForm
+
+    def get_form(
+        self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any
+    ) -> Any:
+        form = super().get_form(request, obj, change, **kwargs)
+        return type(form.__name__, (form,), {"editor": request.user})
+
+    def formfield_for_manytomany(
+        self, db_field: Any, request: HttpRequest, **kwargs: Any
+    ) -> Any:
+        # Editors give a source to their own groups only; superusers to any.
+        if db_field.name == "allowed_groups" and not sees_every_source(request.user):
+            kwargs["queryset"] = request.user.groups.all()
+        return super().formfield_for_manytomany(db_field, request, **kwargs)
+
+    def save_related(
+        self, request: HttpRequest, form: Any, formsets: Any, change: bool
+    ) -> None:
+        kept = form.kept_groups()
+        super().save_related(request, form, formsets, change)
+        if kept:
+            form.instance.allowed_groups.add(*kept)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Source]:
         live = Q(pages__status=Page.Status.LIVE)
