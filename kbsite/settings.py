@@ -350,6 +350,9 @@ SEARCH_HNSW_EF = env_int("SEARCH_HNSW_EF", 200, minimum=10, maximum=1000)
 ANSWER_RECHECKS_PER_HOUR = env_int(
     "ANSWER_RECHECKS_PER_HOUR", 120, minimum=0, maximum=100_000
 )
+# Days the query log keeps a row a reader did not rate (retrieval.retention); 0:
+# every row, for ever.
+QUERY_LOG_DAYS = env_int("QUERY_LOG_DAYS", 90, minimum=0)
 OPENAI_BASE_URL = env_str("OPENAI_BASE_URL")
 OPENAI_MAX_RETRIES = env_int("OPENAI_MAX_RETRIES", 5)
 OPENAI_TIMEOUT = env_int("OPENAI_TIMEOUT", 60, minimum=1)

@@ -19,6 +19,8 @@ SCHEDULES = {
     ),
     # Answers whose quoted text changed, asked again (within their hourly budget).
     "retrieval: recheck stale answers": ("retrieval.tasks.answers_recheck_task", 10),
+    # Rows past QUERY_LOG_DAYS, a batch at a time (retrieval.retention).
+    "retrieval: prune the query log": ("retrieval.tasks.query_log_prune_task", 60),
 }
 
 

@@ -208,6 +208,12 @@ class EmbeddingUsage(models.Model):
 
 
 class QueryLogQuerySet(models.QuerySet["QueryLog"]):
+    def unrated_before(self, when: datetime) -> QueryLogQuerySet:
+        """Logs made before ``when`` that no reader rated: what the retention job
+        may delete, unless the history of an answer keeps them
+        (``retrieval.retention``)."""
+        return self.filter(created_at__lt=when, feedback__isnull=True)
+
     def visible_to(self, user: Caller) -> QueryLogQuerySet:
         """Logs that tell ``user`` nothing of a source whose text is hidden from
         them.

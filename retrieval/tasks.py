@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from django.conf import settings
+
 from retrieval.asked import question_vectors_fill
 from retrieval.indexing import embeddings_prune
 from retrieval.rechecks import answers_recheck
+from retrieval.retention import query_log_prune
 from retrieval.statistics import index_statistics_refresh
 
 
@@ -36,3 +39,10 @@ def answers_recheck_task() -> str:
         f"{done.asked} asked again: {done.held} still hold, {done.changed} changed; "
         f"{done.left} stale left"
     )
+
+
+def query_log_prune_task() -> str:
+    """Every hour: query log rows older than QUERY_LOG_DAYS deleted, but those a
+    reader rated and the answers of a question whose history stays."""
+    pruned = query_log_prune()
+    return f"{pruned} query log rows older than {settings.QUERY_LOG_DAYS} days pruned"

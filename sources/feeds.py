@@ -15,6 +15,7 @@ so a page costs the same at 100 steps as at 100,000.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -27,7 +28,6 @@ from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, JsonResponse
 from django.shortcuts import render
 from django.urls import reverse
-from django.utils.dateparse import parse_datetime
 from django.utils.feedgenerator import Atom1Feed
 from django.utils.html import format_html, format_html_join
 from django.views.decorators.http import require_GET
@@ -52,6 +52,16 @@ ATOM_ENTRIES = 100
 COMPARABLE = {PageVersion.Kind.NEW, PageVersion.Kind.CHANGED, PageVersion.Kind.RESTORED}
 
 
+# A cursor as ``str(Cursor)`` writes it, or with the step's ``changed_at`` before
+# the "~" (an offset rather than "Z", no fraction when it is 0); the id is at most
+# 18 digits, so it fits a bigint.
+CURSOR_SHAPE = re.compile(
+    r"(?P<at>\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,6})?(?:Z|[+-]\d{2}:\d{2}))"
+    r"~(?P<pk>\d{1,18})",
+    re.ASCII,
+)
+
+
 class FeedError(Exception):
     def __init__(self, status: int, detail: str) -> None:
         super().__init__(detail)
@@ -73,13 +83,22 @@ class Cursor:
 
     @classmethod
     def parse(cls, text: str, name: str) -> Cursor:
-        at, _, pk = text.rpartition("~")
-        when = parse_datetime(at) if at else None
-        if when is None or when.tzinfo is None or not pk.isdigit() or len(pk) > 18:
+        """The cursor ``text`` spells, or a 400 naming parameter ``name``. The
+        shape is checked first, in ASCII: a date parser raises, rather than
+        answers None, for a 30 February or an offset of 99 hours, and
+        ``str.isdigit`` takes a superscript two for a digit."""
+        shape = CURSOR_SHAPE.fullmatch(text)
+        try:
+            if shape is None:
+                raise ValueError(text)
+            # In UTC, as the feed writes it: a moment that is not a year 1 to
+            # 9999 there (0001-01-01T00:00+01:00) raises OverflowError.
+            at = datetime.fromisoformat(shape["at"]).astimezone(UTC)
+        except (ValueError, OverflowError):
             raise FeedError(
                 400, f"{name} is not a cursor from this feed: {text[:80]!r}"
-            )
-        return cls(when, int(pk))
+            ) from None
+        return cls(at, int(shape["pk"]))
 
 
 def newer_than(c: Cursor) -> Q:
@@ -201,7 +220,8 @@ def _limit(request: HttpRequest) -> int:
     text = request.GET.get("limit", "")
     if not text:
         return PAGE_SIZE
-    if not text.isdigit() or not 1 <= int(text) <= PAGE_SIZE_MAX:
+    # ASCII digits, and few: int() refuses "²" and 5,000 nines with ValueError.
+    if not re.fullmatch(r"[0-9]{1,3}", text) or not 1 <= int(text) <= PAGE_SIZE_MAX:
         raise FeedError(400, f"limit must be a whole number from 1 to {PAGE_SIZE_MAX}.")
     return int(text)
 
@@ -221,9 +241,10 @@ def changes_json(request: HttpRequest, source_id: int | None = None) -> HttpResp
         _source_or_404(caller, source_id)
         limit = _limit(request)
         steps = feed_steps(caller, source_id)
-        if since := request.GET.get("since"):
+        # Present but empty is a bad cursor too, not "from the start".
+        if (since := request.GET.get("since")) is not None:
             steps = steps.filter(newer_than(Cursor.parse(since, "since")))
-        if before := request.GET.get("before"):
+        if (before := request.GET.get("before")) is not None:
             steps = steps.filter(older_than(Cursor.parse(before, "before")))
     except FeedError as error:
         return _json_error(error)

@@ -3,7 +3,8 @@ cursors, and exactly the sources the caller may search."""
 
 from __future__ import annotations
 
-from urllib.parse import parse_qs, urlsplit
+from datetime import datetime, timedelta, timezone
+from urllib.parse import parse_qs, quote, urlsplit
 
 import feedparser
 from django.contrib.auth.models import Group, User
@@ -13,6 +14,31 @@ from sources.models import FeedToken, PageVersion, Source
 from tests.world import INSTALL, SITE, IngestWorld
 
 PRIVATE = "https://private.example"
+# Cursors as they stand in a query string; none is one this feed hands out.
+BAD_CURSORS = [
+    "2026-13-45T00:00:00Z~1",  # no 13th month
+    "2026-02-30T00:00:00Z~1",  # no 30 February
+    "2026-01-01T25:00:00Z~1",
+    "2026-01-01T00:00:00%2B99:00~1",  # an offset of 99 hours
+    "",
+    "2026-01-01T00:00:00Z",  # no "~"
+    "2026-01-01T00:00:00Z~x",
+    "2026-01-01T00:00:00Z~-1",
+    "2026-01-01T00:00:00Z~9223372036854775808",  # past bigint
+    "2026-01-01T00:00:00Z~" + "9" * 30,
+    "2026-01-01T00:00:00Z~%C2%B2",  # a superscript two is a digit to str.isdigit
+    "0000-01-01T00:00:00Z~1",
+    "10000-01-01T00:00:00Z~1",
+    "0001-01-01T00:00:00%2B01:00~1",  # before year 1 in UTC
+    "9999-12-31T23:59:59-01:00~1",  # after year 9999 in UTC
+    "2026-01-01T00:00:00~1",  # naive: which day it is depends on where
+    "yesterday",
+    "~",
+    "9" * 10_000,
+    "2026-01-01T00:00:00Z~" + "1" * 10_000,
+    "%FF%FE%25%00~1",
+    "2026-01-01T00:00:00Z%00~1",  # a NUL byte
+]
 GUIDE = "# Guide\n\n## Setup\n\nRun the installer.\n\n## Use\n\nCall it twice.\n"
 
 
@@ -103,10 +129,41 @@ class FeedTests(IngestWorld):
         self.client.force_login(self.reader)
         for query in ["since=yesterday", "before=2026-01-01T00:00:00~x",
                       "since=2026-01-01T00:00:00~1", "limit=0", "limit=500",
-                      "limit=ten"]:  # fmt: skip
+                      "limit=ten", "limit=%C2%B2", "limit=" + "9" * 5000,
+                      "limit=-1", "limit=%00"]:  # fmt: skip
             response = self.client.get(f"/feeds/changes.json?{query}")
             assert response.status_code == 400, query
             assert response.json()["detail"], query
+
+    def test_a_bad_cursor_is_400_on_every_json_feed_and_a_good_one_still_works(self):
+        Source.objects.filter(pk=self.source.pk).update(public=True)
+        feeds = ["/feeds/changes.json", f"/feeds/sources/{self.source.pk}/changes.json"]
+        changes = self.get("/feeds/changes.json").json()["changes"]
+        at = datetime.fromisoformat(changes[1]["changed_at"])
+        # The same moment written with an offset, as changed_at may be, is the same.
+        shifted = at.astimezone(timezone(timedelta(hours=2))).isoformat()
+        good = [changes[1]["cursor"], f"{quote(shifted)}~{changes[1]['id']}"]
+        for caller in [None, self.reader]:
+            self.client.logout()
+            if caller is not None:
+                self.client.force_login(caller)
+            for path, name, value in (
+                (path, name, value)
+                for path in feeds
+                for name in ("since", "before")
+                for value in BAD_CURSORS
+            ):
+                with self.subTest(caller=caller, path=path, name=name, value=value):
+                    response = self.client.get(f"{path}?{name}={value}")
+                    assert response.status_code == 400
+                    assert response["Content-Type"] == "application/json"
+                    assert name in response.json()["detail"]
+            for path, cursor in ((path, cursor) for path in feeds for cursor in good):
+                with self.subTest(caller=caller, path=path, cursor=cursor):
+                    newer = self.client.get(f"{path}?since={cursor}").json()
+                    older = self.client.get(f"{path}?before={cursor}").json()
+                    assert newer["changes"] == changes[:1]
+                    assert older["changes"] == changes[2:]
 
     def test_who_is_asking_comes_from_a_session_an_api_token_or_a_feed_token(self):
         api_key = Token.objects.create(user=self.operator).key
