@@ -154,6 +154,43 @@ class SourceOverviewTests(AdminWorld):
         assert "No sitemap read; could not read: " + ESCAPED + ": HTTP 404" in shown
         assert "1 active publish token</a>" in shown
 
+    def fetcher_settings_line(self) -> str:
+        content = self.client.get(self.url).content.decode()
+        return content.split("Fetcher settings:")[1].split("</div>")[0]
+
+    def test_only_what_stops_the_fetcher_is_red_and_advice_reads_as_advice(self):
+        # (fetcher, settings, red, advice)
+        table = [
+            (Source.Fetcher.DIRECT, {"CRAWL_CONTACT_URL": ""},
+             None, "CRAWL_CONTACT_URL"),
+            (Source.Fetcher.DIRECT, {"CRAWL_CONTACT_URL": "https://kb.example/bot"},
+             None, None),
+            (Source.Fetcher.CRAWLBASE, {"CRAWL_CONTACT_URL": ""},
+             "CRAWLBASE_TOKEN is not set; CRAWLBASE_CRAWLER is not set", None),
+            (Source.Fetcher.CRAWLBASE,
+             {"CRAWLBASE_TOKEN": "t", "CRAWLBASE_CRAWLER": "c", "WEBHOOK_TOKEN": ""},
+             "WEBHOOK_TOKEN is not set", None),
+            (Source.Fetcher.NSTPROXY, {"NSTPROXY_API_KEY": ""},
+             "NSTPROXY_API_KEY is not set", None),
+        ]  # fmt: skip
+        for fetcher, values, red, advice in table:
+            Source.objects.filter(pk=self.source.pk).update(fetcher=fetcher)
+            with self.subTest(fetcher=fetcher, values=values), self.settings(**values):
+                line = self.fetcher_settings_line()
+
+                warned = line.split('<strong class="kb-warning">')[1:]
+                if red is None:
+                    assert not warned, line
+                    assert "Complete." in line
+                else:
+                    assert warned[0].startswith(f"Missing: {red}</strong>"), line
+                    assert "nothing is fetched until then" in line
+                if advice is None:
+                    assert "Advice" not in line
+                else:
+                    assert f"Advice: set {advice}: " in line
+                    assert advice not in "".join(warned)
+
     def test_a_source_of_the_built_in_fetcher_has_no_callback_url(self):
         Source.objects.filter(pk=self.source.pk).update(fetcher=Source.Fetcher.DIRECT)
 

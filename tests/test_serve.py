@@ -44,7 +44,9 @@ class Served:
         self.process = subprocess.Popen(
             [PYTHON, "manage.py", "serve", "--bind", f"127.0.0.1:{self.port}", *args],
             cwd=ROOT,
-            env=subprocess_env(WEBHOOK_TOKEN=TOKEN, Q_WORKERS=str(Q_WORKERS), **env),
+            env=subprocess_env(
+                **{"WEBHOOK_TOKEN": TOKEN, "Q_WORKERS": str(Q_WORKERS), **env}
+            ),
             stdout=self.log,
             stderr=subprocess.STDOUT,
             # A process group of its own, as a shell gives a job: the test can then
@@ -149,6 +151,18 @@ def test_a_stop_leaves_no_process_of_the_tree_running(serve, how):
     assert "Stopped." in output
     left = [(p.pid, " ".join(p.cmdline())) for p in served.left_running()]
     assert not left, f"still running after serve stopped: {left}\n{output}"
+
+
+def test_start_up_advice_is_printed_once_and_no_webhook_warning_without_crawlbase(
+    serve,
+):
+    """The worker cluster does not run the checks serve has run already."""
+    served = serve("--web-workers", "1", WEBHOOK_TOKEN="", CRAWL_CONTACT_URL="")
+    served.wait_until_up(cluster=True)
+    output = served.stop()
+
+    assert output.count("ingest.W003") == 1, output
+    assert "ingest.W001" not in output
 
 
 def test_the_worker_cluster_runs_at_a_lower_cpu_priority_than_the_web_server(serve):

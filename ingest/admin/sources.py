@@ -17,7 +17,7 @@ from django.db.models.functions import Coalesce
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import path, reverse
 from django.utils import timezone
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.utils.timesince import timeuntil
 from django.views.decorators.http import require_POST
 
@@ -35,10 +35,17 @@ from kbsite.admin_utils import ago, number, tokens_cost
 from sources.admin.sources import SourceAdmin
 from sources.models import PageVersion, Source
 
+# The settings each fetcher cannot work without.
 FETCHER_SETTINGS = {
     Source.Fetcher.CRAWLBASE: ["CRAWLBASE_TOKEN", "CRAWLBASE_CRAWLER", "WEBHOOK_TOKEN"],
     Source.Fetcher.NSTPROXY: ["NSTPROXY_API_KEY"],
-    Source.Fetcher.DIRECT: ["CRAWL_CONTACT_URL"],
+}
+# Settings a fetcher works without, and what setting them does.
+FETCHER_ADVICE = {
+    Source.Fetcher.DIRECT: {
+        "CRAWL_CONTACT_URL": "sites the crawler visits can then tell who runs it "
+        "(it goes into the User-Agent)",
+    },
 }
 
 
@@ -46,6 +53,16 @@ def fetcher_problems(source: Source) -> list[str]:
     """Settings the source's fetcher needs and does not have."""
     needed = FETCHER_SETTINGS.get(Source.Fetcher(source.fetcher), [])
     return [f"{name} is not set" for name in needed if not getattr(settings, name)]
+
+
+def fetcher_advice(source: Source) -> list[str]:
+    """Settings the source's fetcher works without but would be better with."""
+    advice = FETCHER_ADVICE.get(Source.Fetcher(source.fetcher), {})
+    return [
+        f"set {name}: {why}"
+        for name, why in advice.items()
+        if not getattr(settings, name)
+    ]
 
 
 OVERVIEW = ["pages_overview", "crawl_overview", "last_error", "index_overview",
@@ -348,12 +365,22 @@ class CrawlingSourceAdmin(SourceAdmin):
 
     @admin.display(description="fetcher settings")
     def fetcher_status(self, obj: Source) -> str:
-        problems = fetcher_problems(obj)
-        if not problems:
-            return "Complete."
-        return format_html(
-            '<strong class="kb-warning">Missing: {}</strong>', "; ".join(problems)
-        )
+        """Red only for what stops the fetcher; advice reads as advice."""
+        problems, advice = fetcher_problems(obj), fetcher_advice(obj)
+        parts = []
+        if problems:
+            parts.append(
+                format_html(
+                    '<strong class="kb-warning">Missing: {}</strong> (nothing is '
+                    "fetched until then).",
+                    "; ".join(problems),
+                )
+            )
+        else:
+            parts.append(format_html("{}", "Complete."))
+        if advice:
+            parts.append(format_html("<span>Advice: {}.</span>", "; ".join(advice)))
+        return format_html_join(" ", "{}", ((part,) for part in parts))
 
     @admin.display(description="subscriptions")
     def subscriptions(self, obj: Source) -> str:

@@ -126,7 +126,9 @@ class Command(BaseCommand):
         # Beside the web server, the worker yields the CPU to it: embedding a crawl
         # must not delay the webhook's answers past Crawlbase's patience.
         nice = settings.WORKER_NICE if beside_web else 0
-        return _spawn([sys.executable, "manage.py", "qcluster"], nice=nice)
+        # Its checks are the ones this command ran already: printed once.
+        command = [sys.executable, "manage.py", "qcluster", "--skip-checks"]
+        return _spawn(command, nice=nice)
 
     def _start_web(self, bind: str, workers: int) -> dict[str, subprocess.Popen]:
         """``workers`` web server processes accepting on one socket opened here:
