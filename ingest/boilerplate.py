@@ -13,6 +13,7 @@ import hashlib
 import re
 from collections.abc import Iterable, Iterator
 
+from kbsite.patterns import Pattern
 from kbsite.text import HEADING, fenced
 
 DIGITS = re.compile(r"\d")
@@ -46,8 +47,9 @@ def page_shapes(markdown: str) -> dict[int, str]:
     }
 
 
-def strip(markdown: str, *, common: set[int], patterns: Iterable[re.Pattern]) -> str:
-    """The Markdown without lines of a common shape or matching a pattern."""
+def strip(markdown: str, *, common: set[int], patterns: Iterable[Pattern]) -> str:
+    """The Markdown without lines of a common shape or matching a pattern (the
+    source's, compiled by RE2: ``kbsite.patterns``)."""
     patterns = list(patterns)
     if not common and not patterns:
         return markdown

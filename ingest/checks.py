@@ -1,9 +1,11 @@
 from __future__ import annotations
 
 from django.conf import settings
-from django.core.checks import Warning, register
-from django.db import DatabaseError
+from django.core.checks import Tags, Warning, register
+from django.db import DatabaseError, connection
 
+from ingest.models import Subscription
+from ingest.notify.filters import lines_of, url_pattern
 from sources.models import Source
 
 
@@ -60,3 +62,28 @@ def crawl_contact_check(app_configs, **kwargs) -> list[Warning]:
             id="ingest.W003",
         )
     ]
+
+
+@register(Tags.database)
+def refused_url_patterns_check(app_configs, databases=None, **kwargs) -> list[Warning]:
+    """Subscription URL patterns saved before RE2 checked them that it cannot run:
+    each matches no URL (``ChangeFilter.build``) until an editor rewrites it."""
+    if "default" not in (databases or ()):
+        return []
+    if Subscription._meta.db_table not in connection.introspection.table_names():
+        return []  # a fresh database, before its first migration
+    warnings = []
+    for subscription in Subscription.objects.exclude(url_patterns="").order_by("pk"):
+        for line in lines_of(subscription.url_patterns):
+            try:
+                url_pattern(line)
+            except ValueError as exc:
+                warnings.append(
+                    Warning(
+                        f"URL patterns: {exc}",
+                        hint="Until an editor rewrites it, it matches no URL.",
+                        obj=subscription,
+                        id="ingest.W004",
+                    )
+                )
+    return warnings

@@ -7,7 +7,6 @@ body (after the boilerplate learned for its source changed, or the extractor did
 from __future__ import annotations
 
 import gzip
-import re
 from dataclasses import dataclass
 
 from selectolax.lexbor import LexborHTMLParser
@@ -17,6 +16,7 @@ from ingest.extract import html_to_page, markdown_title
 from ingest.generated import NotContent, page_marked, page_not_content
 from ingest.normalize import normalize
 from ingest.release_notes import is_release_notes
+from kbsite.patterns import Pattern
 from kbsite.text import sha256_hex
 
 
@@ -48,7 +48,7 @@ def content_derive(
     content_type: str,
     selector: str,
     common: set[int],
-    patterns: list[re.Pattern],
+    patterns: list[Pattern],
     limit: int,
 ) -> Content:
     """Raises ``wire.DeliveryError`` for an unreadable body, ``EmptyContent`` for an
@@ -79,7 +79,7 @@ def content_derive(
 
 
 def markdown_restrip(
-    markdown: str, *, common: set[int], patterns: list[re.Pattern]
+    markdown: str, *, common: set[int], patterns: list[Pattern]
 ) -> str:
     """Markdown derived under older rules, read under these: the same as deriving
     its body again when the rules only grew (stripping is per line)."""

@@ -47,8 +47,9 @@ def source_content(
 READING_MODULES = (
     "ingest.content", "ingest.extract", "ingest.normalize", "ingest.boilerplate",
     "ingest.generated", "ingest.release_notes", "ingest.wire", "kbsite.text",
+    "kbsite.patterns",
 )  # fmt: skip
-READING_LIBRARIES = ("html-to-markdown", "selectolax")
+READING_LIBRARIES = ("html-to-markdown", "selectolax", "google-re2")
 
 
 @functools.cache

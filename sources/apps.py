@@ -26,4 +26,6 @@ class SourcesConfig(AppConfig):
     verbose_name = "Sources and pages"
 
     def ready(self) -> None:
+        from sources import checks  # noqa: F401  (registered on import)
+
         post_migrate.connect(_ensure_schedules, sender=self)

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import re
 import secrets
 from collections.abc import Iterable
 from datetime import datetime, timedelta
@@ -19,11 +18,20 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from kbsite.canonical import web_origins
+from kbsite.patterns import (
+    EVERYTHING,
+    NOTHING,
+    Pattern,
+    pattern_problem,
+    stored_pattern,
+)
 from kbsite.text import sha256_hex
 from kbsite.textdiff import Change
 from sources import schedule
 from sources.change_rate import CHECKS_KEPT
 
+# The fields whose lines are regular expressions, run by RE2 (``kbsite.patterns``).
+PATTERN_FIELDS = ("allow_patterns", "deny_patterns", "boilerplate_patterns")
 # First wait after a failed crawl; it doubles with each further failure.
 FAILURE_RETRY = timedelta(minutes=15)
 HOUR = timedelta(hours=1)
@@ -322,8 +330,10 @@ class Source(models.Model):
     def seeds(self) -> list[str]:
         return self._lines(self.seed_urls)
 
-    def _regexes(self, text: str) -> list[re.Pattern]:
-        return [re.compile(line) for line in self._lines(text)]
+    def _regexes(self, text: str, *, refused: Pattern) -> list[Pattern]:
+        """The lines compiled by RE2; a line it cannot run (saved before it was
+        checked) is ``refused`` instead, and ``sources.W001`` names it."""
+        return [stored_pattern(line, refused=refused) for line in self._lines(text)]
 
     @property
     def is_crawled_here(self) -> bool:
@@ -344,8 +354,8 @@ class Source(models.Model):
         return frozenset(self.allowed_groups.values_list("pk", flat=True))
 
     @property
-    def boilerplate_regexes(self) -> list[re.Pattern]:
-        return self._regexes(self.boilerplate_patterns)
+    def boilerplate_regexes(self) -> list[Pattern]:
+        return self._regexes(self.boilerplate_patterns, refused=NOTHING)
 
     def plan(self) -> schedule.Plan | None:
         """The adaptive schedule's plan from the last re-plan, if there was one."""
@@ -360,22 +370,28 @@ class Source(models.Model):
         )
 
     @property
-    def allow_regexes(self) -> list[re.Pattern]:
-        return self._regexes(self.allow_patterns)
+    def allow_regexes(self) -> list[Pattern]:
+        return self._regexes(self.allow_patterns, refused=NOTHING)
 
     @property
-    def deny_regexes(self) -> list[re.Pattern]:
-        return self._regexes(self.deny_patterns)
+    def deny_regexes(self) -> list[Pattern]:
+        # Denying every URL rather than none: a deny pattern keeps pages out, and
+        # one that stopped working must not let them in.
+        return self._regexes(self.deny_patterns, refused=EVERYTHING)
+
+    def refused_patterns(self) -> list[tuple[str, str]]:
+        """(field, why) for each stored pattern RE2 cannot run."""
+        return [
+            (name, problem)
+            for name in PATTERN_FIELDS
+            for problem in map(pattern_problem, self._lines(getattr(self, name)))
+            if problem
+        ]
 
     def clean(self) -> None:
-        errors = {}
-        for name in ["allow_patterns", "deny_patterns", "boilerplate_patterns"]:
-            for line in self._lines(getattr(self, name)):
-                try:
-                    re.compile(line)
-                except re.error as exc:
-                    errors[name] = f"{line!r} is not a regular expression: {exc}"
-                    break
+        errors: dict[str, str] = {}
+        for name, problem in self.refused_patterns():
+            errors.setdefault(name, problem)
         try:
             self.widget_origins = web_origins(self.widget_origins)
         except ValueError as exc:

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from kbsite.canonical import canonical_url_or_none
+from kbsite.patterns import EVERYTHING, NOTHING, Pattern, stored_pattern
 from sources.models import Source
 
 REPEATED_SLASHES = re.compile(r"(?<!:)//+")
@@ -57,8 +58,8 @@ class Scope:
 
     source_id: int
     directories: tuple[str, ...]
-    allow: tuple[re.Pattern, ...]
-    deny: tuple[re.Pattern, ...]
+    allow: tuple[Pattern, ...]
+    deny: tuple[Pattern, ...]
     # The ids of the groups that manage the source (its allowed groups; none:
     # every editor). Sources compete for a URL only with those managed alike.
     managers: frozenset[int] = frozenset()
@@ -69,15 +70,17 @@ class Scope:
         source_id: int,
         *,
         seeds: Iterable[str],
-        allow: Iterable[str | re.Pattern],
-        deny: Iterable[str | re.Pattern],
+        allow: Iterable[str | Pattern],
+        deny: Iterable[str | Pattern],
         managers: Iterable[int] = (),
     ) -> Scope:
+        """Patterns given as text are compiled by RE2 as ``Source`` compiles its
+        own: one RE2 cannot run allows nothing, or denies everything."""
         return cls(
             source_id=source_id,
             directories=tuple(d for d in map(seed_directory, seeds) if d),
-            allow=tuple(re.compile(p) for p in allow),
-            deny=tuple(re.compile(p) for p in deny),
+            allow=tuple(_compiled(p, refused=NOTHING) for p in allow),
+            deny=tuple(_compiled(p, refused=EVERYTHING) for p in deny),
             managers=frozenset(managers),
         )
 
@@ -135,7 +138,13 @@ def _spellings(url: str) -> set[str]:
     }
 
 
-def _literal_start(pattern: re.Pattern) -> str:
+def _compiled(pattern: str | Pattern, *, refused: Pattern) -> Pattern:
+    if isinstance(pattern, str):
+        return stored_pattern(pattern, refused=refused)
+    return pattern
+
+
+def _literal_start(pattern: Pattern) -> str:
     """The text an anchored pattern's every match starts with: ``^https://a\\.b/x/``
     gives ``https://a.b/x/``; an unanchored one gives nothing."""
     source = pattern.pattern

@@ -12,6 +12,7 @@ from django.db import transaction
 
 from ingest.crawl.safety import Refused, url_check
 from kbsite.canonical import canonical_url
+from kbsite.patterns import pattern_problem
 from sources.models import Source
 from sources.scope import ScopeMap
 
@@ -47,11 +48,8 @@ def source_for_crawl(
     if not url and not source_name:
         raise CrawlRequestError("give a URL to crawl, or --source NAME")
     for pattern in [*allow, *deny]:
-        try:
-            re.compile(pattern)
-        except re.error as exc:
-            message = f"{pattern!r} is not a regular expression: {exc}"
-            raise CrawlRequestError(message) from None
+        if problem := pattern_problem(pattern):
+            raise CrawlRequestError(problem)
     canonical = url_crawlable(url) if url else ""
     with transaction.atomic():
         source = _existing(canonical, source_name)

@@ -4,8 +4,9 @@ size, each optional, all of those given required.
 - **Kinds**: the change's kind is one of them (none given: every kind).
 - **URL patterns**, one per line: a glob matched against the whole page URL
   (``https://docs.example.com/config/*``; ``*`` also crosses ``/``), or a regular
-  expression searched in it after ``re:`` (``re:/v[0-9]+/``). The page passes if
-  one of them matches.
+  expression searched in it after ``re:`` (``re:/v[0-9]+/``), run by RE2
+  (``kbsite.patterns``: linear time, no backreferences or lookarounds). The page
+  passes if one of them matches.
 - **Headings**, one per line: a section the change touched is under one of them.
   A heading matches a section path, in any case, where the path starts with it
   or one of the path's headings does (``Options`` matches ``Configuration ›
@@ -18,24 +19,24 @@ size, each optional, all of those given required.
 
 from __future__ import annotations
 
-import fnmatch
 import logging
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+
+from kbsite.patterns import NOTHING, Pattern, glob_compile, pattern_compile
 
 logger = logging.getLogger(__name__)
 
 REGEX_PREFIX = "re:"
 SEPARATOR = " › "
 HEADING_SEPARATORS = re.compile(r"\s*[›>]\s*")
-NOTHING = re.compile(r"(?!)")
 
 
 @dataclass(frozen=True)
 class UrlPattern:
     text: str
-    regex: re.Pattern[str]
+    regex: Pattern
     glob: bool
 
     def matches(self, url: str) -> bool:
@@ -51,12 +52,10 @@ def url_pattern(line: str) -> UrlPattern:
         expression = line[len(REGEX_PREFIX) :].strip()
         if not expression:
             raise ValueError(f"{line!r} has no regular expression after re:")
-        try:
-            return UrlPattern(line, re.compile(expression), glob=False)
-        except re.error as exc:
-            raise ValueError(f"{line!r} is not a regular expression: {exc}") from None
-    # fnmatch's translation ends in \Z: matched from the start, the whole URL.
-    return UrlPattern(line, re.compile(fnmatch.translate(line)), glob=True)
+        # PatternError is a ValueError saying why, naming the line.
+        return UrlPattern(line, pattern_compile(expression, named=line), glob=False)
+    # Matched from the start; the translation ends at the end: the whole URL.
+    return UrlPattern(line, glob_compile(line), glob=True)
 
 
 def lines_of(text: str) -> list[str]:
