@@ -178,9 +178,10 @@ def hnsw_recall(queries: list[str], k: int = 10, searchable=None) -> float:
     from retrieval.embeddings import get_embedder
     from retrieval.searchable import searchable_chunks
     from retrieval.sql import nearest_statement
+    from sources.models import SYSTEM
 
     embedder = get_embedder()
-    searchable = searchable or searchable_chunks(None)
+    searchable = searchable or searchable_chunks(SYSTEM)
     found = 0
     for vector in embedder.embed(queries):
         top = []
@@ -265,7 +266,7 @@ def latency(args) -> None:
     from django.contrib.auth.models import User
 
     from retrieval.searchable import SearchFilters, searchable_chunks
-    from sources.models import Page, Source
+    from sources.models import SYSTEM, Page, Source
 
     paragraphs, headings = paragraphs_and_headings()
     if not args.reuse:
@@ -284,11 +285,11 @@ def latency(args) -> None:
     # Who asks, with which filter: (label, token, source ids, searchable).
     reader_user = User.objects.get(username="bench-reader")
     cases = [
-        ("everything, as a superuser", token, [], searchable_chunks(None)),
+        ("everything, as a superuser", token, [], searchable_chunks(SYSTEM)),
         ("source filter, 1 % of the chunks", token, [small.pk],
-         searchable_chunks(None, SearchFilters(source_ids=(small.pk,)))),
+         searchable_chunks(SYSTEM, SearchFilters(source_ids=(small.pk,)))),
         ("source filter, 10 % of the chunks", token, [tenth.pk],
-         searchable_chunks(None, SearchFilters(source_ids=(tenth.pk,)))),
+         searchable_chunks(SYSTEM, SearchFilters(source_ids=(tenth.pk,)))),
         ("a reader who may see 1 % of the chunks", reader, [],
          searchable_chunks(reader_user)),
     ]  # fmt: skip
@@ -375,7 +376,7 @@ def quality(args) -> None:
     from retrieval.search import SearchMode
     from retrieval.spaces import space_serving
     from retrieval.statistics import index_statistics_refresh
-    from sources.models import Page, Source
+    from sources.models import SYSTEM, Page, Source
 
     if args.reingest:
         # Pages go, vectors stay: only texts the new derivation changed are embedded.
@@ -408,7 +409,9 @@ def quality(args) -> None:
             details = {}
             for set_name, golden in goldens.items():
                 for mode in [SearchMode.VECTOR, SearchMode.KEYWORD, SearchMode.HYBRID]:
-                    outcomes = [golden_run(g, k=5, mode=mode) for g in golden]
+                    outcomes = [
+                        golden_run(g, k=5, mode=mode, user=SYSTEM) for g in golden
+                    ]
                     m = metrics(outcomes)
                     print(
                         f"{set_name:>7} {mode:>8} {_f(m['recall@1']):>9} "
@@ -439,7 +442,7 @@ def filtered_quality(goldens: dict, details: dict) -> None:
     from retrieval.evaluation import golden_run, metrics
     from retrieval.search import SearchMode
     from retrieval.searchable import SearchFilters
-    from sources.models import Source
+    from sources.models import SYSTEM, Source
 
     print(
         f"{'golden':>7} {'method':>8} {'narrowed':>22} {'recall@1':>9} "
@@ -456,8 +459,8 @@ def filtered_quality(goldens: dict, details: dict) -> None:
         try:
             for mode in [SearchMode.VECTOR, SearchMode.HYBRID]:
                 for label, user, filters in [
-                    ("none", None, SearchFilters()),
-                    ("source filter", None, SearchFilters(source_ids=(source.pk,))),
+                    ("none", SYSTEM, SearchFilters()),
+                    ("source filter", SYSTEM, SearchFilters(source_ids=(source.pk,))),
                     ("reader of the source", reader, SearchFilters()),
                 ]:
                     outcomes = [

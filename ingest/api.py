@@ -221,7 +221,9 @@ class PublishView(APIView):
     )
     def post(self, request: Request, source_id: int) -> Response:
         token = cast(PublishToken, request.auth)  # TokenOfThisSource saw to it
-        check, created = publish_check_request(source=token.source, token=token)
+        check, created = publish_check_request(
+            source=token.source, user=request.user, token=token
+        )
         answer = {**PublishCheckSerializer(check).data, "already_queued": not created}
         return Response(answer, status=status.HTTP_202_ACCEPTED)
 

@@ -56,13 +56,14 @@ TURN_WAIT_MAX = 30.0
 def publish_check_request(
     *,
     source: Source,
-    user: Caller = None,
+    user: Caller,
     token: PublishToken | None = None,
 ) -> tuple[PublishCheck, bool]:
     """Queue a check of the source for changes, unless one is queued already:
     then that one answers this request too (its count of requests goes up).
-    Returns (the check, whether it was queued now)."""
-    editor = user.pk if user is not None and user.is_authenticated else None
+    Returns (the check, whether it was queued now). ``user`` is who asked: an
+    editor, or the anonymous holder of a publish ``token``."""
+    editor = user.pk if user.is_authenticated else None
     who: dict[str, Any] = {"requested_by_id": editor, "token": token}
     with transaction.atomic():
         check, created = PublishCheck.objects.get_or_create(
@@ -215,7 +216,7 @@ def publish_token_create(
     *, source: Source, name: str, user: Caller
 ) -> tuple[PublishToken, str]:
     """A new token for the source: the row, and the token, to be shown once."""
-    editor = user.pk if user is not None and user.is_authenticated else None
+    editor = user.pk if user.is_authenticated else None
     token = PublishToken(source=source, name=name, created_by_id=editor)
     key = token.key_set()
     token.save()

@@ -22,7 +22,7 @@ from ingest.crawl.services import crawl_start, page_fetch_queue
 from ingest.models import CrawlUrl, Push
 from ingest.pushing import pages_push_queue, pushes_expire
 from kbsite.canonical import canonical_url_or_none
-from sources.models import Caller, Page, Source
+from sources.models import SYSTEM, Caller, Page, Source
 from sources.scope import ScopeMap
 
 # pg_try_advisory_xact_lock key of the planner ("kb plan").
@@ -124,7 +124,7 @@ def pages_recrawl(
 
 
 def urls_recrawl(
-    *, urls: Iterable[str], source: Source | None = None, user: Caller = None
+    *, urls: Iterable[str], user: Caller, source: Source | None = None
 ) -> RecrawlPlan:
     """Queue these URLs: pages are created for new ones, in the source each URL
     belongs to (which must be ``source``, if one is given); URLs that belong to no
@@ -162,7 +162,9 @@ def source_crawl_start(*, source: Source, sitemaps: bool = True) -> RecrawlPlan:
         crawl, _ = crawl_start(source=source)
         queued = crawl.urls.open().filter(kind=CrawlUrl.Kind.PAGE).count()
         return RecrawlPlan(selected=queued, fetching=queued)
-    plan = urls_recrawl(urls=source.seeds[: source.max_pages], source=source)
+    plan = urls_recrawl(
+        urls=source.seeds[: source.max_pages], source=source, user=SYSTEM
+    )
     if sitemaps:
         transaction.on_commit(
             lambda: async_task(SITEMAPS_TASK, source.pk, task_name="read sitemaps")

@@ -290,6 +290,8 @@ class QueryLogAdmin(VisibleRowsAdmin, ReadOnlyAdmin):
         text = obj.text if len(obj.text) <= 160 else obj.text[:159] + "…"
         if obj.kind == QueryLog.Kind.SEARCH:
             return format_html('<span class="kb-kind">search</span> {}', text)
+        if obj.kind == QueryLog.Kind.RECHECK:  # asked again by the system
+            return format_html('<span class="kb-kind">recheck</span> {}', text)
         return text
 
     @admin.display(description="result", ordering="abstained")
@@ -303,7 +305,7 @@ class QueryLogAdmin(VisibleRowsAdmin, ReadOnlyAdmin):
                 "no evidence in the index",
             )
         found = len(obj.chunk_ids)
-        if obj.kind != QueryLog.Kind.QUERY:
+        if obj.kind == QueryLog.Kind.SEARCH:
             return _plural(found, "chunk") + " found"
         cited = cited_count(obj.answer)
         answered = (

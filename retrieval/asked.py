@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db import models
-from django.db.models import Q, QuerySet
+from django.db.models import Q
 from django.utils import timezone
 
 from kbsite.text import count_tokens
@@ -98,13 +98,15 @@ def period_start(days: int, *, now: datetime | None = None) -> datetime:
     return (now or timezone.now()) - timedelta(days=days)
 
 
-def concern_logs(*, user: Caller, concern: Concern, since: datetime) -> QuerySet:
+def concern_logs(
+    *, user: Caller, concern: Concern, since: datetime
+) -> QueryLogQuerySet:
     """The logs of ``concern`` since then that ``user`` may see."""
     logs: QueryLogQuerySet = QueryLog.objects.visible_to(user)
-    return logs.filter(concern.condition, created_at__gte=since)
+    return logs.of_readers().filter(concern.condition, created_at__gte=since)
 
 
-def question_vectors_fill(*, logs: QuerySet | None = None, limit: int) -> int:
+def question_vectors_fill(*, logs: QueryLogQuerySet | None = None, limit: int) -> int:
     """Embed, newest first, up to ``limit`` of ``logs`` (by default every log) that
     the questions page groups and that have no vector in the serving space; each
     distinct text once. Returns how many logs got one. Runs outside transactions:
@@ -112,6 +114,7 @@ def question_vectors_fill(*, logs: QuerySet | None = None, limit: int) -> int:
     embedder, _ = serving()
     rows = list(
         (QueryLog.objects.all() if logs is None else logs)
+        .of_readers()
         .filter(GROUPED_LOGS)
         .exclude(vector__space=embedder.space)
         .order_by("-created_at")

@@ -65,7 +65,7 @@ def golden_run(
     *,
     k: int,
     mode: SearchMode = SearchMode.HYBRID,
-    user: Caller = None,
+    user: Caller,
     filters: SearchFilters = NO_FILTERS,
 ) -> Outcome:
     """One question searched (and answered, in hybrid mode) as ``user`` sees the

@@ -214,6 +214,12 @@ class QueryLogQuerySet(models.QuerySet["QueryLog"]):
         (``retrieval.retention``)."""
         return self.filter(created_at__lt=when, feedback__isnull=True)
 
+    def of_readers(self) -> QueryLogQuerySet:
+        """What readers asked: their searches and questions, without the answers
+        the system asked again for them (``retrieval.rechecks``), which no reader
+        typed and which would count a question twice."""
+        return self.exclude(kind=QueryLog.Kind.RECHECK)
+
     def visible_to(self, user: Caller) -> QueryLogQuerySet:
         """Logs that tell ``user`` nothing of a source whose text is hidden from
         them.
@@ -243,6 +249,11 @@ class QueryLog(models.Model):
     class Kind(models.TextChoices):
         SEARCH = "search", "Search"
         QUERY = "query", "Question"
+        # Logged for the asker of the question, whose sources it searched.
+        RECHECK = "recheck", "Recheck: asked again for its asker"
+
+    # The kinds that carry an answer, which a change can make stale.
+    ANSWERS = (Kind.QUERY, Kind.RECHECK)
 
     class Feedback(models.IntegerChoices):
         HELPFUL = 1, "Helpful"

@@ -14,13 +14,13 @@ from drf_spectacular.openapi import AutoSchema
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 
-from sources.models import Caller, anonymous_readers_welcome
+from sources.models import Caller, anonymous_readers_welcome, caller_check
 
 
 def reader_admitted(user: Caller) -> bool:
     """Whether ``user`` may ask at all: signed in, or anonymous while some source
     is public. (The pages' rule as the API's.)"""
-    if user is not None and user.is_authenticated:
+    if caller_check(user).is_authenticated:
         return True
     return anonymous_readers_welcome()
 

@@ -22,7 +22,7 @@ from retrieval.models import Chunk, QueryLog
 from retrieval.search import Hit, SearchMode, SearchResult, chunks_search
 from retrieval.searchable import NO_FILTERS, SearchFilters
 from retrieval.spans import cut, excerpt, unmark
-from sources.models import Caller, Page, Source
+from sources.models import Caller, Page, Source, caller_check
 
 EXCERPT_CHARS = 300
 FEEDBACK_SALT = "retrieval.feedback"
@@ -253,7 +253,7 @@ def _log(
         kind=kind,
         text=text[:5000],
         answer=answer,
-        user=user.pk if user is not None and user.is_authenticated else None,
+        user=user.pk if user.is_authenticated else None,
         chunk_ids=result.chunk_ids,
         scores=[round(h.score, 6) for h in result.hits],
         abstained=result.abstained,
@@ -270,9 +270,7 @@ def query_feedback_record(*, log_id: int, user: Caller, helpful: bool) -> bool:
     question is not theirs (or not a question). An anonymous asker's question is
     one without an asker, named by the ticket its answer came with
     (``feedback_ticket_log``)."""
-    if user is None:
-        return False
-    asker = Q(user_id=user.pk) if user.is_authenticated else Q(user=None)
+    asker = Q(user_id=user.pk) if caller_check(user).is_authenticated else Q(user=None)
     log = QueryLog.objects.filter(asker, pk=log_id, kind=QueryLog.Kind.QUERY).first()
     if log is None:
         return False

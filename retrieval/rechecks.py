@@ -7,8 +7,9 @@ current answer that quoted it becomes *stale*, with the change that did it. A
 periodic job asks stale questions again, as their asker (an anonymous asker's as
 an anonymous reader, never as the system, which sees every source): the same
 citations and the same answer make the answer current again ("still holds,
-re-verified at …"); otherwise the new answer is logged as a recheck of the old,
-which is *superseded* by it.
+re-verified at …"); otherwise the new answer is logged as a recheck of the old
+(for its asker, but of its own kind: counted with no reader's questions), which
+is *superseded* by it.
 
 Re-asking costs an embedding and a search each, so it is bounded: at most
 ``ANSWER_RECHECKS_PER_HOUR`` an hour, the most asked questions first, then the
@@ -38,7 +39,7 @@ from django.utils import timezone
 
 from retrieval import sql
 from retrieval.models import QueryLog
-from sources.models import Caller, PageVersion
+from sources.models import Caller, PageVersion, Source, System, caller_check
 
 logger = logging.getLogger(__name__)
 
@@ -66,7 +67,7 @@ def answers_mark_stale(
     if not removed:
         return 0
     return QueryLog.objects.filter(
-        kind=QueryLog.Kind.QUERY,
+        kind__in=QueryLog.ANSWERS,
         status=Status.CURRENT,
         cited_hashes__overlap=sorted(removed),
         cited_pages__contains=[page_id],
@@ -139,8 +140,10 @@ def _recheck(log: QueryLog, now: datetime) -> bool:
             status=Status.CURRENT, rechecked_at=now
         )
         return False
+    # Logged for the asker (whose sources it searched, and who reads it again),
+    # as a recheck: no reader typed it, so it counts as nobody's question.
     new_id = sql.query_log_insert(
-        kind=QueryLog.Kind.QUERY,
+        kind=QueryLog.Kind.RECHECK,
         text=log.text,
         answer=result.answer,
         user=log.user_id,
@@ -183,25 +186,42 @@ def answer_history(log: QueryLog) -> list[QueryLog]:
 
 def answer_for(user: Caller, log_id: int) -> QueryLog | None:
     """A logged answer its asker may read again (and a superuser); an anonymous
-    asker's cannot be told from another's, so it is nobody's."""
-    if user is None or not user.is_authenticated:
+    asker's cannot be told from another's, so it is nobody's (nor the system's,
+    which asks no question of its own)."""
+    caller = caller_check(user)
+    if isinstance(caller, System) or not caller.is_authenticated:
         return None
-    answers = QueryLog.objects.filter(kind=QueryLog.Kind.QUERY).select_related(
+    answers = QueryLog.objects.filter(kind__in=QueryLog.ANSWERS).select_related(
         "stale_change__page"
     )
-    if not getattr(user, "is_superuser", False):
-        answers = answers.filter(user_id=user.pk)
+    if not getattr(caller, "is_superuser", False):
+        answers = answers.filter(user_id=caller.pk)
     return answers.filter(pk=log_id).first()
 
 
-def answer_report(log: QueryLog, diff_url: Callable[[PageVersion], str]) -> dict:
-    """What became of an answer: its status, the change that made it stale, and
-    every answer the question got since, oldest first."""
+def change_readable(change: PageVersion, *, user: Caller) -> bool:
+    """Whether ``user`` may read the source of ``change`` now: the one where it
+    was recorded and the one its page is in (whose title and address it shows),
+    by the rule every search reads through."""
+    sources = {change.source_id or change.page.source_id, change.page.source_id}
+    readable = Source.objects.searchable_by(user).filter(pk__in=sources)
+    return readable.count() == len(sources)
+
+
+def answer_report(
+    log: QueryLog, diff_url: Callable[[PageVersion], str], *, user: Caller
+) -> dict:
+    """What became of an answer, as ``user`` may read it now: its status, the
+    change that made it stale, and every answer the question got since, oldest
+    first. The change is shown only while ``user`` may read its source: an asker
+    who lost access to it learns nothing of it (its page, title or summary)."""
     history = answer_history(log)
     current = history[-1]
     change = log.stale_change or next(
         (a.stale_change for a in reversed(history) if a.stale_change_id), None
     )
+    if change is not None and not change_readable(change, user=user):
+        change = None
     return {
         "id": log.pk,
         "question": log.text,

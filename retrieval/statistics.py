@@ -24,6 +24,7 @@ from retrieval.models import Chunk, EmbeddingSpace, IndexStatistics
 from retrieval.search import CANDIDATES
 from retrieval.searchable import searchable_chunks
 from retrieval.spaces import nearest_similarities, serving, space_serving
+from sources.models import SYSTEM
 
 # Relative change in the number of live chunks that makes the statistics stale.
 STALE_SHARE = 0.1
@@ -133,7 +134,7 @@ def best_similarities(embedder: Embedder, texts: list[str]) -> list[float]:
     if not texts:
         return []
     best = []
-    live = searchable_chunks(None)
+    live = searchable_chunks(SYSTEM)
     for vector in embedder.embed(texts):
         similarity = nearest_similarities(
             embedder, vector, limit=CANDIDATES, searchable=live

@@ -249,7 +249,7 @@ class AnswerView(APIView):
         if log is None:
             missing = {"error": "not_found", "detail": "No such answer of yours."}
             return Response(missing, status=404)
-        return Response(answer_report(log, _diff_url(request)))
+        return Response(answer_report(log, _diff_url(request), user=request.user))
 
 
 @login_required
@@ -259,7 +259,7 @@ def answer_page(request: HttpRequest, log_id: int) -> HttpResponse:
     log = answer_for(request.user, log_id)
     if log is None:
         return HttpResponseNotFound(render(request, "404.html").content)
-    report = answer_report(log, _diff_url(request))
+    report = answer_report(log, _diff_url(request), user=request.user)
     return render(request, "retrieval/answer.html", {"log": log, "report": report})
 
 

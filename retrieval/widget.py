@@ -97,7 +97,7 @@ def widget_key_create(
     *, name: str, sources: Iterable[Source], origins: list[str], user: Caller
 ) -> tuple[WidgetKey, str]:
     """A new key: the row, and the key, to be shown once."""
-    editor = user.pk if user is not None and user.is_authenticated else None
+    editor = user.pk if user.is_authenticated else None
     row = WidgetKey(name=name, origins=origins, created_by_id=editor)
     key = row.key_set()
     row.full_clean(exclude=["sources"])

@@ -40,6 +40,7 @@ from sources.models import (
     PageVersion,
     Source,
     anonymous_readers_welcome,
+    sees_every_source,
     source_ids_searchable_by,
 )
 
@@ -170,7 +171,9 @@ def _source_or_404(caller: Caller, source_id: int | None) -> Source | None:
 def _admitted(caller: Caller) -> None:
     """A signed-in caller reads the feeds of their sources; an anonymous one those
     of the public sources, while there are any (as they search them)."""
-    if caller is None or caller.is_authenticated or anonymous_readers_welcome():
+    if sees_every_source(caller) or caller.is_authenticated:
+        return
+    if anonymous_readers_welcome():
         return
     raise FeedError(
         401,

@@ -40,9 +40,26 @@ HOUR = timedelta(hours=1)
 GENERATED_WITHIN = timedelta(minutes=1)
 
 
-# Who is asking: a user or an anonymous visitor from a request, or None for the
-# system itself (management commands), which sees everything.
-Caller = AbstractBaseUser | AnonymousUser | None
+class System:
+    """The system itself as a caller (management commands, periodic jobs, the
+    bodies of notifications): it sees every source. Always named (``SYSTEM``),
+    never implied: no caller at all (None) is an error, so that a code path that
+    lost its user fails instead of reading every group's sources."""
+
+    # Read as a visitor that is not signed in by code that records who acted
+    # (a log's asker, a token's creator): the system is nobody.
+    is_authenticated = False
+    pk = None
+
+    def __repr__(self) -> str:
+        return "SYSTEM"
+
+
+SYSTEM = System()
+
+# Who is asking: a user or an anonymous visitor from a request, the Ask widget's
+# reader, or the system itself.
+Caller = AbstractBaseUser | AnonymousUser | System
 
 
 class WidgetReader(AnonymousUser):
@@ -55,9 +72,20 @@ class WidgetReader(AnonymousUser):
         self.source_ids = tuple(sorted(set(source_ids)))
 
 
+def caller_check(user: object) -> Caller:
+    """``user`` if it is a caller; a TypeError for anything else, None first of
+    all (it used to mean the system, and so every source)."""
+    if isinstance(user, AbstractBaseUser | AnonymousUser | System):
+        return user
+    raise TypeError(
+        f"a caller is required (a user, an anonymous visitor or SYSTEM), not {user!r}"
+    )
+
+
 def sees_every_source(user: Caller) -> bool:
-    """No user (the system itself) and superusers see every source."""
-    return user is None or getattr(user, "is_superuser", False)
+    """The system and superusers see every source."""
+    caller = caller_check(user)
+    return isinstance(caller, System) or getattr(caller, "is_superuser", False)
 
 
 def source_ids_searchable_by(user: Caller) -> list[int] | None:
@@ -92,7 +120,8 @@ class SourceQuerySet(models.QuerySet["Source"]):
       on: those with no allowed groups and those of their groups. Making a source
       public lets everyone read it, not manage it; an anonymous caller has none.
 
-    The system and superusers see every source either way.
+    The system (``SYSTEM``) and superusers see every source either way; no
+    caller (None) is a TypeError.
     """
 
     def searchable_by(self, user: Caller) -> SourceQuerySet:

@@ -25,7 +25,7 @@ from django.db import connection
 from psycopg.sql import SQL, Composable, Composed, Identifier
 
 from kbsite.sqlrows import Insert, column, many_to_many, table
-from sources.models import Caller, LineShape, Page, Source
+from sources.models import Caller, LineShape, Page, Source, caller_check
 
 # -- who sees which source ----------------------------------------------------------
 
@@ -49,8 +49,9 @@ def visible_source_ids(*, user: Caller, public: bool) -> list[int]:
 
 def _member(user: Caller) -> list:
     """The parameters of the SELECT: a signed-in user's id, as a member of groups;
-    none for an anonymous visitor."""
-    if user is not None and user.is_authenticated:
+    none for an anonymous visitor (and for the system, which never gets here: it
+    sees every source). No caller at all is a TypeError."""
+    if caller_check(user).is_authenticated:
         return [user.pk]
     return []
 

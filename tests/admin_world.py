@@ -17,7 +17,7 @@ from ingest.boilerplate import line_shape, shape_hash
 from ingest.models import Crawl, CrawlUrl, Delivery, PublishCheck, Push
 from ingest.publish import publish_token_create
 from retrieval.models import Chunk, Embedding, EmbeddingUsage, QueryLog
-from sources.models import LineShape, Page, PageVersion, Source
+from sources.models import SYSTEM, LineShape, Page, PageVersion, Source
 
 XSS = "<script>alert(1)</script>"
 ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt;"
@@ -247,7 +247,7 @@ def rows_of_source(*, name: str, site: str, group: Group, asker, mark: str):
         kind=QueryLog.Kind.QUERY, text=f"What does {site} keep?", answer="Use it.",
         chunk_ids=[chunk.pk], scores=[0.5], latency_ms=10, user=asker,
     )  # fmt: skip
-    token, _ = publish_token_create(source=source, name=f"{name} deploy", user=None)
+    token, _ = publish_token_create(source=source, name=f"{name} deploy", user=SYSTEM)
     check = PublishCheck.objects.create(
         source=source, token=token, state=PublishCheck.State.DONE
     )

@@ -18,6 +18,7 @@ from retrieval.reembed import index_rebuild
 from retrieval.search import chunks_search
 from retrieval.spaces import space_register, space_serving, space_switch
 from retrieval.statistics import index_statistics_refresh, probe_questions
+from sources.models import SYSTEM
 from tests.fakes.openai_api import FakeOpenAI, local_model_vectors
 from tests.world import FIXTURES, HarborWorld, harbor_url
 
@@ -124,7 +125,7 @@ class SemanticModelTests(HarborWorld):
     has never seen: neither needs a floor set by hand."""
 
     def evaluate(self) -> dict:
-        outcomes = [golden_run(item, k=5) for item in golden_load(GOLDEN)]
+        outcomes = [golden_run(item, k=5, user=SYSTEM) for item in golden_load(GOLDEN)]
         return metrics(outcomes)
 
     def switch(self, **settings) -> EmbeddingSpace:
@@ -159,7 +160,7 @@ class SemanticModelTests(HarborWorld):
 
         report = self.evaluate()
         tungsten = chunks_search(query="What is the boiling point of tungsten?",
-                                 user=None, k=5)  # fmt: skip
+                                 user=SYSTEM, k=5)  # fmt: skip
 
         assert space.name == "openai/acme-embed-1/384" and space.floor is not None
         assert report["abstention_precision"] >= 0.8

@@ -16,7 +16,7 @@ from retrieval.spaces import (
     index_build_memory,
 )
 from retrieval.sql import nearest_statement
-from sources.models import Page, Source
+from sources.models import SYSTEM, Page, Source
 
 
 def fetch(sql: str, params: list | None = None) -> list[tuple]:
@@ -115,7 +115,7 @@ class SchemaTests(TestCase):
                 embedder.dimensions,
                 probe,
                 limit=10,
-                searchable=searchable_chunks(None),
+                searchable=searchable_chunks(SYSTEM),
             )
             cursor.execute(f"EXPLAIN {sql}", params)
             plan = "\n".join(row[0] for row in cursor.fetchall())

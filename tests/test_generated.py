@@ -12,7 +12,7 @@ from retrieval.embeddings import get_embedder
 from retrieval.models import Chunk
 from retrieval.reembed import index_rebuild
 from retrieval.search import chunks_search
-from sources.models import Page, PageVersion
+from sources.models import SYSTEM, Page, PageVersion
 from tests.world import SITE, IngestWorld, page_html, run_queued
 
 
@@ -141,7 +141,7 @@ class GeneratedPageIngestTests(IngestWorld):
         self.ingest(f"{SITE}/genindex.html", GENINDEX)
         self.ingest(f"{SITE}/_modules/zebra/modes.html", SOURCE_LISTING)
 
-        result = chunks_search(query="zebra_mode", user=None, k=5)
+        result = chunks_search(query="zebra_mode", user=SYSTEM, k=5)
         assert result.hits == []
 
     def test_an_unchanged_generated_page_is_only_verified(self):
@@ -188,7 +188,7 @@ class GeneratedPageIngestTests(IngestWorld):
         page = self.page(url)
         assert page.not_indexed_reason == ""
         assert page.chunks.exists()
-        assert chunks_search(query="zebra_mode stripes", user=None, k=5).hits
+        assert chunks_search(query="zebra_mode stripes", user=SYSTEM, k=5).hits
 
     def test_a_prose_page_beside_generated_ones_is_answered_from(self):
         self.ingest(f"{SITE}/genindex.html", GENINDEX)
@@ -197,7 +197,7 @@ class GeneratedPageIngestTests(IngestWorld):
             page_html("Usage", ("Zebra mode", "Set zebra_mode to draw stripes.")),
         )
 
-        hits = chunks_search(query="zebra_mode", user=None, k=5).hits
+        hits = chunks_search(query="zebra_mode", user=SYSTEM, k=5).hits
         assert [h.chunk.page.url for h in hits] == [f"{SITE}/usage.html"]
 
     def test_the_admin_lists_the_live_pages_kept_out_with_their_reason(self):

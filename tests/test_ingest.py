@@ -22,7 +22,7 @@ from retrieval.backends import MAX_INPUT_TOKENS
 from retrieval.models import Chunk, Embedding
 from retrieval.packing import MAX_TOKENS
 from retrieval.search import SearchMode, chunks_search
-from sources.models import Page, PageVersion, Source
+from sources.models import SYSTEM, Page, PageVersion, Source
 from tests.world import (
     INSTALL,
     INSTALL_EDITED,
@@ -364,7 +364,9 @@ class HugePageTests(IngestWorld):
         assert max(c.token_count for c in chunks) <= MAX_TOKENS
         assert max(count_tokens(text) for text in self.api.seen) <= MAX_INPUT_TOKENS
         for query in ("w064999x", "row_29999"):
-            found = chunks_search(query=query, user=None, k=1, mode=SearchMode.KEYWORD)
+            found = chunks_search(
+                query=query, user=SYSTEM, k=1, mode=SearchMode.KEYWORD
+            )
             assert query in found.hits[0].chunk.text
 
 

@@ -369,3 +369,27 @@ def test_vector_indexes_move_to_half_precision_and_back(capsys):
 
     assert "vector_cosine_ops" in (index_of(single) or "")
     assert index_of(embedding_index_name(space.name)) is None
+
+
+RECHECKS_AS_QUESTIONS = [("retrieval", "0012_widget_keys_share_the_hashed_key_fields")]
+
+
+def test_rechecks_logged_as_questions_become_rechecks_and_back():
+    executor = migrate(RECHECKS_AS_QUESTIONS)
+    logs = executor.loader.project_state(RECHECKS_AS_QUESTIONS).apps.get_model(
+        "retrieval", "QueryLog"
+    )
+    asked = logs.objects.create(kind="query", text="What is A?", latency_ms=3)
+    again = logs.objects.create(
+        kind="query", text="What is A?", latency_ms=3, recheck_of=asked
+    )
+    search = logs.objects.create(kind="search", text="A", latency_ms=3)
+
+    migrate([("retrieval", "0013_rechecks_logged_as_their_own_kind")])
+    from retrieval.models import QueryLog
+
+    kinds = dict(QueryLog.objects.values_list("pk", "kind"))
+    migrate(RECHECKS_AS_QUESTIONS)
+
+    assert kinds == {asked.pk: "query", again.pk: "recheck", search.pk: "search"}
+    assert set(logs.objects.values_list("kind", flat=True)) == {"query", "search"}

@@ -18,7 +18,7 @@ from retrieval.reembed import index_rebuild
 from retrieval.search import chunks_search
 from retrieval.searchable import SearchFilters
 from retrieval.spaces import space_serving
-from sources.models import Source
+from sources.models import SYSTEM, Source
 from tests.world import HarborWorld, ingest_markdown
 
 NAMES = [
@@ -97,7 +97,7 @@ class NeverNamedTests(HarborWorld):
         )
         cls.tools = tools
 
-    def ask(self, question: str, user=None, **filters):
+    def ask(self, question: str, user=SYSTEM, **filters):
         return question_answer(
             question=question, user=user, k=5, filters=SearchFilters(**filters)
         )
@@ -138,7 +138,7 @@ class NeverNamedTests(HarborWorld):
 
         search = chunks_search(
             query="How do I copy Harbor backups off site with Restic?",
-            user=None,
+            user=SYSTEM,
             k=5,
         )
 
@@ -184,7 +184,7 @@ class LocalModelTests(HarborWorld):
             "How do I run Harbor workers on Kubernetes?": ("Kubernetes",),
             "Can Harbor send an alert to Slack when a job fails?": ("Slack",),
         }
-        searches = {q: chunks_search(query=q, user=None, k=5) for q in near}
+        searches = {q: chunks_search(query=q, user=SYSTEM, k=5) for q in near}
 
         for question, unknown in near.items():
             assert searches[question].abstained, question
@@ -195,4 +195,4 @@ class LocalModelTests(HarborWorld):
             "How do I back up Harbor's PostgreSQL database?",
             "Which Python version does Harbor need?",
         ]:
-            assert not chunks_search(query=question, user=None, k=5).abstained
+            assert not chunks_search(query=question, user=SYSTEM, k=5).abstained

@@ -19,7 +19,7 @@ from rest_framework.test import APIClient
 
 from ingest.models import Crawl, PublishCheck, PublishToken, Push
 from ingest.publish import PUBLISH_TASK, publish_check_request, publish_token_create
-from sources.models import Page, Source
+from sources.models import SYSTEM, Page, Source
 from tests.admin_world import editor_create
 from tests.conftest import at_once
 from tests.fakes.site import page, sitemap_xml
@@ -51,7 +51,7 @@ class PublishApiTests(TestCase):
             name="Blog", seed_urls="https://blog.example.com/"
         )
         cls.token, cls.key = publish_token_create(
-            source=cls.docs, name="deploy", user=None
+            source=cls.docs, name="deploy", user=SYSTEM
         )
 
     def publish(self, client: APIClient, source: Source):
@@ -244,7 +244,7 @@ class BuiltInCheckTests(CrawlWorld):
     def test_the_sitemap_comes_first_then_what_it_dates_then_the_rest(self):
         self.publish_edit()
         with self.captureOnCommitCallbacks(execute=True):
-            publish_check_request(source=self.docs)
+            publish_check_request(source=self.docs, user=SYSTEM)
 
         check = self.run_check()
         crawl = crawl_through(check.crawl)
@@ -268,7 +268,7 @@ class BuiltInCheckTests(CrawlWorld):
         self.site.robots("User-agent: *\n")
         self.site.add("/map.xml", "", status=404)
         with self.captureOnCommitCallbacks(execute=True):
-            publish_check_request(source=self.docs)
+            publish_check_request(source=self.docs, user=SYSTEM)
 
         check = self.run_check()
 
@@ -281,7 +281,7 @@ class BuiltInCheckTests(CrawlWorld):
         for _ in range(2):
             PublishCheck.objects.filter(state=PublishCheck.State.DONE).delete()
             with self.captureOnCommitCallbacks(execute=True):
-                publish_check_request(source=self.docs)
+                publish_check_request(source=self.docs, user=SYSTEM)
             check = self.run_check()
 
         assert check.in_flight == 5  # every page was queued by the first
@@ -308,7 +308,7 @@ class CrawlbaseCheckTests(CrawlWorld):
         dates = {urls[0]: EARLY, urls[2]: now, urls[3]: now}
         site.add("/sitemap.xml", sitemap_xml(urls, lastmod=dates))
         with self.captureOnCommitCallbacks(execute=True):
-            publish_check_request(source=source)
+            publish_check_request(source=source, user=SYSTEM)
 
         run_queued(PUBLISH_TASK)
 
@@ -325,7 +325,7 @@ class CrawlbaseCheckTests(CrawlWorld):
 def test_requests_at_once_queue_one_check(transactional_db):
     source = Source.objects.create(name="Docs", seed_urls="https://docs.example.com/")
 
-    answers = at_once(lambda: publish_check_request(source=source)[1], 4)
+    answers = at_once(lambda: publish_check_request(source=source, user=SYSTEM)[1], 4)
 
     assert sorted(answers) == [False, False, False, True]
     check = PublishCheck.objects.get()
@@ -367,7 +367,7 @@ class PublishTokenAdminTests(TestCase):
         assert bearer(key).post(publish_url(self.docs)).status_code == 202
 
     def test_a_revoked_token_is_refused_from_then_on(self):
-        token, key = publish_token_create(source=self.docs, name="CI", user=None)
+        token, key = publish_token_create(source=self.docs, name="CI", user=SYSTEM)
 
         self.client.post(
             reverse("admin:ingest_publishtoken_changelist"),

@@ -9,6 +9,7 @@ from django.test.utils import CaptureQueriesContext
 
 from retrieval.models import EmbeddingSpace
 from retrieval.questions import question_answer, search_run
+from sources.models import SYSTEM
 from tests.world import HarborWorld
 
 WRITE = re.compile(
@@ -24,10 +25,10 @@ class ReadsAreReadsTests(HarborWorld):
     def test_a_search_and_a_question_write_nothing(self):
         with CaptureQueriesContext(connection) as queries:
             results = search_run(
-                query="how do I retry a job", user=None, k=5, log=False
+                query="how do I retry a job", user=SYSTEM, k=5, log=False
             )
             answer = question_answer(
-                question="How are failed jobs retried?", user=None, k=5, log=False
+                question="How are failed jobs retried?", user=SYSTEM, k=5, log=False
             )
 
         assert results and answer.citations, "the index answered"
@@ -35,7 +36,7 @@ class ReadsAreReadsTests(HarborWorld):
 
     def test_a_logged_question_writes_its_log_row_and_nothing_else(self):
         with CaptureQueriesContext(connection) as queries:
-            question_answer(question="How are failed jobs retried?", user=None, k=5)
+            question_answer(question="How are failed jobs retried?", user=SYSTEM, k=5)
 
         (insert,) = writes(queries)
         assert insert.startswith('INSERT INTO "retrieval_querylog" ')
@@ -44,7 +45,7 @@ class ReadsAreReadsTests(HarborWorld):
         EmbeddingSpace.objects.all().delete()
 
         with CaptureQueriesContext(connection) as queries:
-            search_run(query="how do I retry a job", user=None, k=5, log=False)
+            search_run(query="how do I retry a job", user=SYSTEM, k=5, log=False)
 
         assert writes(queries) == []
         assert not EmbeddingSpace.objects.exists()

@@ -4,9 +4,11 @@ recrawl takes that text away, and is asked again within a budget, as its asker."
 from __future__ import annotations
 
 from django.contrib.auth.models import Group, User
+from django.db import transaction
 from django.test import override_settings
 
 from ingest.rescope import pages_rescope
+from retrieval.asked import Concern, question_groups
 from retrieval.models import QueryLog
 from retrieval.questions import question_answer
 from retrieval.rechecks import answer_history, answers_recheck
@@ -248,3 +250,119 @@ class ChangesInTheAdminTests(RecheckWorld):
 
         assert b"1 line changed in Queues \xe2\x80\xba Pausing a queue" in page.content
         assert f'?stale_change__id__exact={change.pk}">1</a>'.encode() in page.content
+
+
+class RecheckLoggedAsSuchTests(RecheckWorld):
+    """A question asked again is logged for its asker as a recheck: the Query logs
+    say so, and the questions readers asked count it nowhere."""
+
+    def test_a_recheck_is_no_question_of_its_asker_in_the_counts_or_the_groups(self):
+        docs = Group.objects.create(name="docs")
+        self.harbor.allowed_groups.add(docs)
+        self.reader.groups.add(docs)
+        log = self.ask()
+        self.edit_queues("stops workers from taking new jobs",
+                         "stops workers from taking any new job")  # fmt: skip
+        # Asked again as the reader, who can no longer read the docs: no answer.
+        self.reader.groups.remove(docs)
+        answers_recheck()
+        admin = User.objects.create_superuser("admin", "a@example.com", "pw")
+        self.client.force_login(admin)
+
+        log.refresh_from_db()
+        recheck = log.superseded_by
+        groups = {
+            concern: question_groups(user=admin, concern=concern, since=log.created_at)
+            for concern in Concern
+        }
+        listed = self.client.get("/admin/retrieval/querylog/").content.decode()
+        kept = self.client.get("/admin/retrieval/querylog/", {"kind": "recheck"})
+        questions = self.client.get("/admin/retrieval/querylog/", {"kind": "query"})
+
+        assert recheck.kind == QueryLog.Kind.RECHECK and recheck.abstained
+        assert (recheck.user, recheck.recheck_of) == (self.reader, log)
+        assert log.kind == QueryLog.Kind.QUERY
+        assert [(g.asked, g.distinct) for g in groups.values()] == [(0, 0), (0, 0)]
+        assert f'<span class="kb-kind">recheck</span> {QUESTION}' in listed
+        assert list(kept.context["cl"].result_list) == [recheck]
+        assert list(questions.context["cl"].result_list) == [log]
+
+    def test_a_stale_recheck_is_asked_again_and_read_again_by_its_asker(self):
+        log = self.ask()
+        self.edit_queues("stops workers from taking new jobs",
+                         "stops workers from taking any new job")  # fmt: skip
+        answers_recheck()
+        recheck = QueryLog.objects.get(kind=QueryLog.Kind.RECHECK)
+        self.edit_queues("stops workers from taking new jobs",
+                         "stops every worker from taking new jobs")  # fmt: skip
+
+        recheck.refresh_from_db()
+        self.client.force_login(self.reader)
+        read = self.client.get(f"/api/answers/{recheck.pk}/")
+
+        assert recheck.status == QueryLog.Status.STALE
+        assert read.status_code == 200 and read.json()["status"] == "stale"
+        assert [h["id"] for h in read.json()["history"]] == [log.pk, recheck.pk]
+
+
+# How an asker loses the source of a change, or keeps it: (name, how the docs are
+# shared at first, the asker's groups, what happens after the change, who reads
+# the answer, whether the change is shown).
+ACCESS = [
+    ("removed from the source's group", {"docs"}, False, {"docs"},
+     lambda w: w.reader.groups.clear(), "asker", False),
+    ("the source made private again", {"docs"}, True, set(),
+     lambda w: Source.objects.filter(pk=w.harbor.pk).update(public=False),
+     "asker", False),
+    ("the source given to another group", set(), False, set(),
+     lambda w: w.harbor.allowed_groups.add(Group.objects.get(name="docs")),
+     "asker", False),
+    ("still in the source's group", {"docs"}, False, {"docs"},
+     lambda w: None, "asker", True),
+    ("still public", {"docs"}, True, set(), lambda w: None, "asker", True),
+    ("a superuser, the asker removed", {"docs"}, False, {"docs"},
+     lambda w: w.reader.groups.clear(), "superuser", True),
+]  # fmt: skip
+
+
+class KeptAnswerChangeAccessTests(RecheckWorld):
+    """A kept answer shows the change that made it stale only while its reader may
+    read that change's source now: not its summary, title, address or diff."""
+
+    def test_the_change_is_shown_only_to_whoever_may_read_its_source_now(self):
+        for name, groups, public, member_of, then, reader, shown in ACCESS:
+            with self.subTest(name), transaction.atomic():
+                change, log = self.stale_answer(groups, public, member_of)
+                then(self)
+                who = self.reader
+                if reader == "superuser":
+                    who = User.objects.create_superuser("root", "r@example.com")
+                self.client.force_login(who)
+
+                api = self.client.get(f"/api/answers/{log.pk}/").json()
+                page = self.client.get(f"/answers/{log.pk}/").content.decode()
+
+                link = f'href="{harbor_url("queues")}"'
+                assert api["status"] == "stale"
+                assert (api["change"] is not None) is shown
+                if shown:
+                    assert api["change"]["summary"] == change.summary
+                    assert api["change"]["page_url"] == harbor_url("queues")
+                assert (change.summary in page, link in page) == (shown, shown)
+                assert "it will be asked again shortly" in page
+                transaction.set_rollback(True)
+
+    def stale_answer(
+        self, groups: set[str], public: bool, member_of: set[str]
+    ) -> tuple[PageVersion, QueryLog]:
+        for name in groups | {"docs"}:
+            Group.objects.get_or_create(name=name)
+        self.harbor.allowed_groups.set(Group.objects.filter(name__in=groups))
+        Source.objects.filter(pk=self.harbor.pk).update(public=public)
+        self.reader.groups.set(Group.objects.filter(name__in=member_of))
+        log = self.ask()
+        change = self.edit_queues("stops workers from taking new jobs",
+                                  "stops workers from taking any new job")  # fmt: skip
+        log.refresh_from_db()
+        assert log.stale_change == change
+        return change, log

@@ -23,7 +23,7 @@ from ingest.recrawl import SITEMAPS_TASK, recrawl_due, source_crawl_start, urls_
 from ingest.sitemap_seeds import source_sitemaps_push
 from kbsite.sitemaps import Entry
 from retrieval.models import Chunk
-from sources.models import Page, Source
+from sources.models import SYSTEM, Page, Source
 from sources.replan import checks_since, source_schedule_replan, sources_schedule_replan
 from sources.services import pages_sitemap_dated
 from tests.conftest import at_once
@@ -159,7 +159,7 @@ def test_pushes_go_through_the_sdk_with_the_crawler_and_the_sources_options(
 ):
     source.page_wait, source.ajax_wait, source.crawlbase_format = 2000, True, "md"
     source.save()
-    urls_recrawl(urls=[f"{SITE}/a/?utm_source=x#top"])
+    urls_recrawl(urls=[f"{SITE}/a/?utm_source=x#top"], user=SYSTEM)
 
     report = pushes_send()
 
@@ -177,7 +177,7 @@ def test_pushes_go_through_the_sdk_with_the_crawler_and_the_sources_options(
 
 @pytest.mark.django_db
 def test_429_slows_pushing_down_and_loses_nothing(source, crawlbase):
-    urls_recrawl(urls=[f"{SITE}/p{n}/" for n in range(5)])
+    urls_recrawl(urls=[f"{SITE}/p{n}/" for n in range(5)], user=SYSTEM)
     crawlbase.refuse_next(3)
 
     report = pushes_send()
@@ -195,7 +195,7 @@ def test_429_slows_pushing_down_and_loses_nothing(source, crawlbase):
 @override_settings(CRAWLBASE_PUSH_RATE=20)
 def test_pushes_stay_within_the_providers_rate(source, crawlbase):
     crawlbase.max_per_second = 20  # more would be answered 429
-    urls_recrawl(urls=[f"{SITE}/p{n}/" for n in range(30)])
+    urls_recrawl(urls=[f"{SITE}/p{n}/" for n in range(30)], user=SYSTEM)
 
     report = pushes_send()
 
@@ -206,7 +206,7 @@ def test_pushes_stay_within_the_providers_rate(source, crawlbase):
 @pytest.mark.django_db
 def test_the_sdk_answer_is_read_whatever_its_content_type(source, crawlbase):
     crawlbase.json_content_type = "application/json"
-    urls_recrawl(urls=[f"{SITE}/a/"])
+    urls_recrawl(urls=[f"{SITE}/a/"], user=SYSTEM)
 
     pushes_send()
 
@@ -241,7 +241,7 @@ def crawl(crawlbase: FakeCrawlbaseAPI, *, urls: list[str] | None = None) -> list
     if urls is None:
         recrawl_due()
     else:
-        urls_recrawl(urls=urls)
+        urls_recrawl(urls=urls, user=SYSTEM)
     pushes_send()
     crawlbase.deliver_pending()
     return run_queued(DELIVERY_TASK)
@@ -762,7 +762,7 @@ def test_migrate_schedules_ingests_sender_of_queued_pushes(source, crawlbase):
     from django_q.models import Schedule
 
     call_command("migrate", verbosity=0, stdout=StringIO())
-    urls_recrawl(urls=[f"{SITE}/a/"])
+    urls_recrawl(urls=[f"{SITE}/a/"], user=SYSTEM)
 
     job = Schedule.objects.get(name="ingest: send queued pushes")
     summary = import_string(job.func)()

@@ -14,6 +14,7 @@ from retrieval.models import Chunk, Embedding, EmbeddingSpace
 from retrieval.questions import search_run
 from retrieval.reembed import index_rebuild
 from retrieval.spaces import embedding_index_name, serving_embedder
+from sources.models import SYSTEM
 from tests.world import HarborWorld, harbor_url
 
 OLD = "hashing/hashing-v2/384"
@@ -30,7 +31,7 @@ def index_exists(space: str) -> bool:
 
 
 def top_url(query: str) -> str:
-    return search_run(query=query, user=None, k=3, log=False)[0].page.url
+    return search_run(query=query, user=SYSTEM, k=3, log=False)[0].page.url
 
 
 class ReembedTests(HarborWorld):

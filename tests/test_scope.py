@@ -18,7 +18,7 @@ from ingest.recrawl import urls_recrawl
 from ingest.rescope import pages_rescope
 from retrieval.questions import search_run
 from sources.admin.pages import NOT_ITS_SOURCE
-from sources.models import Page, PageVersion, Source, source_ids_searchable_by
+from sources.models import SYSTEM, Page, PageVersion, Source, source_ids_searchable_by
 from sources.scope import Scope, ScopeMap, scope_owner, seed_directory
 from tests.world import IngestWorld, page_html, run_queued
 
@@ -158,7 +158,7 @@ def test_a_link_or_sitemap_entry_is_pushed_only_for_the_source_it_belongs_to(
 def test_a_recrawl_by_url_makes_a_page_only_in_the_source_it_belongs_to(
     corp, url, owner
 ):
-    plan = urls_recrawl(urls=[url])
+    plan = urls_recrawl(urls=[url], user=SYSTEM)
 
     holders = list(Page.objects.values_list("source__name", flat=True))
     assert holders == ([owner] if owner else [])
@@ -271,7 +271,7 @@ def test_a_scope_changed_while_a_delivery_runs_is_applied_to_its_page(
     page = Page.objects.get()
     assert delivery.outcome == Delivery.Outcome.EMBEDDED
     assert (page.status, page.chunks.count()) == (Page.Status.GONE, 0)
-    assert search_run(query="salary bands", user=None, k=5, log=False) == []
+    assert search_run(query="salary bands", user=SYSTEM, k=5, log=False) == []
 
 
 def test_a_tie_goes_to_the_oldest_source_unless_one_of_them_denies_the_url():
@@ -324,7 +324,7 @@ class RescopeTests(IngestWorld):
         page = self.held_by_eng(f"{CORP}/hr/private/salaries")
         self.eng.seed_urls = f"{CORP}/eng/"
         self.eng.save()
-        assert search_run(query="salary bands", user=None, k=5, log=False)
+        assert search_run(query="salary bands", user=SYSTEM, k=5, log=False)
 
         done = pages_rescope()
 
@@ -332,7 +332,7 @@ class RescopeTests(IngestWorld):
         assert (page.status, page.markdown, page.next_crawl_at) == ("gone", "", None)
         assert not page.chunks.exists()
         assert page.versions.first().kind == PageVersion.Kind.OUT_OF_SCOPE
-        assert search_run(query="salary bands", user=None, k=5, log=False) == []
+        assert search_run(query="salary bands", user=SYSTEM, k=5, log=False) == []
         assert done.retired == [page.url]
         assert str(pages_rescope()) == "0 pages moved, 0 left every scope"
 
@@ -349,7 +349,7 @@ class RescopeTests(IngestWorld):
         page.refresh_from_db()
         assert delivery.outcome == Delivery.Outcome.REJECTED
         assert (page.status, page.chunks.count()) == (Page.Status.GONE, 0)
-        assert search_run(query="salary bands", user=None, k=5, log=False) == []
+        assert search_run(query="salary bands", user=SYSTEM, k=5, log=False) == []
 
     def test_a_delivery_of_a_page_another_source_owns_now_moves_it_first(self):
         page = self.ingest(f"{CORP}/eng/hr/pay", SALARIES).page
@@ -378,7 +378,7 @@ def test_anonymous_callers_find_nothing_of_a_group_source(corp, client, settings
     delivered_to(f"{CORP}/hr/handbook", client, settings)
 
     assert search_run(query="salary bands", user=AnonymousUser(), k=5, log=False) == []
-    assert search_run(query="salary bands", user=None, k=5, log=False)
+    assert search_run(query="salary bands", user=SYSTEM, k=5, log=False)
 
 
 def test_a_pending_page_made_for_a_url_no_source_owns_now_is_retired(corp):
@@ -457,7 +457,7 @@ class VisibilityTests(IngestWorld):
             "anonymous": [],
         }
         assert source_ids_searchable_by(AnonymousUser()) == [self.hr.pk]
-        assert source_ids_searchable_by(None) is None
+        assert source_ids_searchable_by(SYSTEM) is None
 
     def test_a_search_finds_only_what_its_caller_sees(self):
         for source, path in [(self.both, "both"), (self.hr, "hr")]:

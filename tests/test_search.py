@@ -29,7 +29,7 @@ from retrieval.questions import _log, question_answer, search_run
 from retrieval.search import SearchMode, chunks_search
 from retrieval.searchable import SearchFilters, searchable_chunks
 from retrieval.sql import KeywordHit
-from sources.models import Page, Source
+from sources.models import SYSTEM, Page, Source
 from tests.fakes.openai_api import FakeOpenAI
 from tests.world import (
     FIXTURES,
@@ -156,7 +156,7 @@ class AccessTests(HarborWorld):
 
 class ExtractiveAnswerTests(HarborWorld):
     def test_the_answer_quotes_passages_with_markers_and_cites_them(self):
-        result = question_answer(question="How do I pause a queue?", user=None, k=5)
+        result = question_answer(question="How do I pause a queue?", user=SYSTEM, k=5)
 
         assert not result.abstained
         assert "[1]" in result.answer
@@ -177,7 +177,7 @@ class ChatAnswerTests(HarborWorld):
         self.enterContext(override_settings(OPENAI_BASE_URL=self.api.base_url, **chat))
 
     def ask(self, question: str):
-        return question_answer(question=question, user=None, k=5)
+        return question_answer(question=question, user=SYSTEM, k=5)
 
     def test_passages_reach_the_model_as_delimited_untrusted_data(self):
         self.api.chat_reply = "A contributor left a note [1]."
@@ -293,7 +293,7 @@ class EvaluateCommandTests(HarborWorld):
 
     def test_it_counts_the_answers_that_hold_their_expected_phrase(self):
         answer = question_answer(
-            question="What does error HB-4042 mean?", user=None, k=5, log=False
+            question="What does error HB-4042 mean?", user=SYSTEM, k=5, log=False
         ).answer
         said = " ".join(answer.split()[:3])
         golden = Path(self.enterContext(TemporaryDirectory())) / "phrases.jsonl"
@@ -449,7 +449,7 @@ class RareTermTests(HarborWorld):
             "# Holders\n\n## Limits\n\nEach zorbix keeps at most ten items.\n",
         )
 
-        result = chunks_search(query="zorbix", user=None, k=2,
+        result = chunks_search(query="zorbix", user=SYSTEM, k=2,
                                mode=SearchMode.KEYWORD)  # fmt: skip
 
         assert [h.chunk.page.url for h in result.hits] == [
@@ -474,13 +474,13 @@ class RareTermTests(HarborWorld):
         # Both pages scored, whether or not a term selects them.
         on_the_pages = SQL("{} = ANY(%s)").format(column(Chunk, "page", "c"))
         statement, params = retrieval_sql._scored(
-            searchable_chunks(None), terms.terms, on_the_pages, [list(pages.values())]
+            searchable_chunks(SYSTEM), terms.terms, on_the_pages, [list(pages.values())]
         )
         with connection.cursor() as cursor:
             cursor.execute(statement.as_string(), params)
             rows = retrieval_sql._rows(cursor, KeywordHit)
         matched = {row.page_id: row.matched for row in rows}
-        selected = keyword_ranked(searchable_chunks(None), terms)
+        selected = keyword_ranked(searchable_chunks(SYSTEM), terms)
 
         assert terms.terms[0].lexemes == 2, "searched as a phrase"
         assert matched == {pages["apart"]: 0, pages["adjacent"]: 1}

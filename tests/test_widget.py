@@ -28,7 +28,7 @@ from kbsite.throttling import SharedRateThrottle
 from retrieval.models import QueryLog, WidgetKey
 from retrieval.views import WIDGET_SCRIPT
 from retrieval.widget import widget_key_create
-from sources.models import FeedToken, Source
+from sources.models import SYSTEM, FeedToken, Source
 from tests.admin_world import editor_create
 from tests.test_public_sources import (
     OPEN,
@@ -75,7 +75,7 @@ class WidgetWorld(PublicSourceWorld):
     def key_make(self, sites, origins=(WIDGET_ORIGIN,)) -> str:
         sources = [self.sources[site] for site in sites]
         return widget_key_create(
-            name="help site", sources=sources, origins=list(origins), user=None
+            name="help site", sources=sources, origins=list(origins), user=SYSTEM
         )[1]
 
 
@@ -414,11 +414,11 @@ class AdminTests(WidgetWorld):
             name="open",
             sources=[self.sources[OPEN]],
             origins=[WIDGET_ORIGIN],
-            user=None,
+            user=SYSTEM,
         )[0]
         widget_key_create(
             name="vault and open", sources=[vault, self.sources[OPEN]],
-            origins=[WIDGET_ORIGIN], user=None,
+            origins=[WIDGET_ORIGIN], user=SYSTEM,
         )  # fmt: skip
 
         listed = self.client.get(reverse("admin:retrieval_widgetkey_changelist"))
@@ -434,7 +434,7 @@ class AdminTests(WidgetWorld):
 
     def test_revoking_a_key_refuses_the_widget_with_it(self):
         key = widget_key_create(
-            name="x", sources=[self.sources[OPEN]], origins=[WIDGET_ORIGIN], user=None
+            name="x", sources=[self.sources[OPEN]], origins=[WIDGET_ORIGIN], user=SYSTEM
         )[1]
         made = WidgetKey.objects.get()
 
@@ -450,7 +450,7 @@ class AdminTests(WidgetWorld):
     def test_a_superuser_sees_every_key(self):
         widget_key_create(
             name="vault", sources=[self.sources[VAULT]], origins=[WIDGET_ORIGIN],
-            user=None,
+            user=SYSTEM,
         )  # fmt: skip
         self.client.force_login(User.objects.create_superuser("root"))
 

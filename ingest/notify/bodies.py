@@ -15,7 +15,7 @@ from django.template.loader import render_to_string
 from django.urls import reverse
 
 from sources.feeds import change_entry, feed_steps
-from sources.models import PageVersion
+from sources.models import SYSTEM, PageVersion
 
 # Kinds in a digest's subject, in few words.
 SHORT_KINDS = {
@@ -47,7 +47,7 @@ def payload_build(
 ) -> dict[str, Any]:
     """The body of a notification: its id, whose it is, and the changes, newest
     first, as the JSON feed shows them."""
-    steps = feed_steps(None).filter(pk__in=list(change_ids))
+    steps = feed_steps(SYSTEM).filter(pk__in=list(change_ids))
     changes = [change_entry(step, absolute=absolute) for step in steps]
     return {
         "id": key,

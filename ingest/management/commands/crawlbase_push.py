@@ -8,6 +8,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from ingest.recrawl import source_crawl_start, urls_recrawl
 from ingest.recrawl_command import plan_send, source_named
 from ingest.sitemap_seeds import source_sitemaps_push
+from sources.models import SYSTEM
 
 
 class Command(BaseCommand):
@@ -44,7 +45,7 @@ class Command(BaseCommand):
             except OSError as exc:
                 raise CommandError(f"cannot read {file}: {exc}") from exc
         if urls:
-            plan = urls_recrawl(urls=urls, source=owner)
+            plan = urls_recrawl(urls=urls, source=owner, user=SYSTEM)
         elif owner is not None:
             plan = source_crawl_start(source=owner, sitemaps=False)
             if sitemaps and not owner.is_crawled_here:
