@@ -146,6 +146,9 @@ class Delivery(models.Model):
         DONE = "done", "Done"
         FAILED = "failed", "Failed after retries"
 
+    # Received and not yet through ingest.
+    WAITING = [State.QUEUED, State.PROCESSING]
+
     class Outcome(models.TextChoices):
         EMBEDDED = "embedded", "Embedded (content changed)"
         UNCHANGED = "unchanged", "Unchanged (verified)"

@@ -13,13 +13,13 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import transaction
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 from django_q.tasks import async_task
 
 from ingest import sql
 from ingest.crawl.services import crawl_start, page_fetch_queue
-from ingest.models import CrawlUrl, Push
+from ingest.models import CrawlUrl, Delivery, Push
 from ingest.pushing import pages_push_queue, pushes_expire
 from kbsite.canonical import canonical_url_or_none
 from sources.models import SYSTEM, Caller, Page, Source
@@ -39,6 +39,7 @@ class RecrawlPlan:
     selected: int = 0
     queued: int = 0
     in_flight: int = 0  # skipped: a push of the page is waiting or sent
+    indexing: int = 0  # skipped: fetched, its delivery waiting for ingest
     fetching: int = 0  # handed to the built-in (or Nstproxy) fetcher
     out_of_scope: int = 0  # URLs no source covers
     busy: bool = False  # another planner was at work; nothing done
@@ -48,6 +49,7 @@ class RecrawlPlan:
             selected=self.selected + other.selected,
             queued=self.queued + other.queued,
             in_flight=self.in_flight + other.in_flight,
+            indexing=self.indexing + other.indexing,
             fetching=self.fetching + other.fetching,
             out_of_scope=self.out_of_scope + other.out_of_scope,
             busy=self.busy or other.busy,
@@ -61,6 +63,9 @@ class RecrawlPlan:
         parts = [
             f"{self.queued} queued for Crawlbase" if self.queued else "",
             f"{self.in_flight} skipped (a push in flight)" if self.in_flight else "",
+            f"{self.indexing} skipped (fetched, waiting to be indexed)"
+            if self.indexing
+            else "",
             f"{self.fetching} queued for the built-in fetcher" if self.fetching else "",
             f"{plural(self.out_of_scope, 'URL')} out of every scope"
             if self.out_of_scope
@@ -108,19 +113,31 @@ def pages_recrawl(
         # get the first pushes).
         chosen = Page.objects.filter(pk__in=pages[:limit].values("pk"))
         pages = chosen.order_by(*pages.query.order_by)
+    plan = RecrawlPlan(indexing=pages.filter(_fetched_not_indexed()).count())
+    pages = pages.exclude(_fetched_not_indexed())
     crawlbase = pages.filter(source__fetcher=Source.Fetcher.CRAWLBASE)
     here = pages.exclude(source__fetcher=Source.Fetcher.CRAWLBASE)
-    plan = RecrawlPlan()
     if dry_run:
-        plan.selected = pages.count()
+        plan.selected = pages.count() + plan.indexing
         plan.in_flight = crawlbase.filter(pushes__state__in=Push.IN_FLIGHT).count()
         return plan
     plan.queued, plan.in_flight = pages_push_queue(pages=crawlbase)
     plan.fetching = page_fetch_queue(page_ids=here.values_list("pk", flat=True))
-    plan.selected = plan.queued + plan.in_flight + plan.fetching
+    plan.selected = plan.queued + plan.in_flight + plan.fetching + plan.indexing
     if plan.queued:
         transaction.on_commit(pushes_send_soon)
     return plan
+
+
+def _fetched_not_indexed() -> Q:
+    """Pages fetched already, whose delivery waits for ingest: a page a first
+    crawl fetched is pending (and so due) until its delivery is read, and fetching
+    it again would only queue the same work behind its own."""
+    waiting = Delivery.objects.filter(state__in=Delivery.WAITING)
+    requested = waiting.exclude(requested_url="").exclude(requested_url=None)
+    return Q(url__in=waiting.values("url")) | Q(
+        url__in=requested.values("requested_url")
+    )
 
 
 def urls_recrawl(

@@ -20,9 +20,10 @@ from ingest.crawl.progress import (
     duration_words,
     time_left,
 )
-from ingest.crawl.services import crawl_start
+from ingest.crawl.services import crawl_start, page_fetch_queue
 from ingest.models import Crawl, CrawlHost, CrawlUrl, Delivery
 from ingest.queueing import TASK as DELIVERY_TASK
+from ingest.recrawl import recrawl_due
 from sources.models import Page, Source
 from tests.fakes.site import page
 from tests.test_crawl import CrawlWorld, crawl_through
@@ -76,6 +77,20 @@ def test_a_time_left_is_said_in_minutes_and_hours(seconds, words):
 
 
 @pytest.mark.parametrize(
+    ("seconds", "words"),
+    [(20, "less than a minute"), (59, "less than a minute"), (240, "about 4 min")],
+)
+def test_the_time_left_reads_as_words_that_parse(seconds, words):
+    # 3 left, 6 indexed in the window: the time left is 3 × window / 6.
+    progress = Progress(state="running", window=2.0 * seconds)
+    progress.pages.update({"": 3, "fetched": 6})
+    progress.deliveries.update({"embedded": 6})
+    progress.fetched_recently = progress.indexed_recently = 6
+
+    assert progress.time_left_words() == words
+
+
+@pytest.mark.parametrize(
     ("state", "pages", "deliveries", "status", "left"),
     [
         ("running", {"": 41, "fetched": 106}, {"": 26, "embedded": 80}, "Fetching", 67),
@@ -113,6 +128,10 @@ def test_the_summary_counts_fetched_indexed_and_left_with_the_time_left():
     assert progress.summary().endswith("61 left (estimating…)")
     progress.fetched_recently = progress.indexed_recently = 0
     assert progress.summary().endswith("61 left (nothing moved in the last 5 minutes)")
+    progress.waiting_behind = 1_200
+    assert progress.summary().endswith(
+        "61 left (waiting: the worker is indexing 1,200 pages of other crawls first)"
+    )
 
 
 class CrawlProgressTests(CrawlWorld):
@@ -238,6 +257,77 @@ class RefusedCrawlTests(CrawlWorld):
             "Failed</strong>" in shown
             and "fetched 0 of 1 · 1 skipped or failed" in shown
         )
+
+
+class CrawlBesideAnIndexingOneTests(CrawlWorld):
+    """A first crawl done fetching, its pages still waiting for ingest: the
+    recrawl planner leaves them alone, and every screen says what is going on."""
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.site.redirect("/docs", "/docs/")
+        self.site.add("/docs/", page("Docs", "Start.", ["a.html"]))
+        self.site.add("/docs/a.html", page("A", "Page A."))
+        editor = get_user_model().objects.create_superuser(
+            "editor", "editor@example.com", "a long test password"
+        )
+        self.client.force_login(editor)
+        self.src = self.source("/docs")
+        self.first, _ = crawl_start(source=self.src)
+        for _ in range(10):
+            run_queued(CRAWL_TASK)
+
+    def test_no_page_waiting_to_be_indexed_is_fetched_again(self):
+        assert crawl_progress(crawl=self.first).status == Status.INDEXING
+        waiting = Page.objects.due(now=timezone.now())
+        assert waiting.exists(), "the seed asked for, pending until it is read"
+
+        plan = recrawl_due()
+
+        assert (plan.fetching, plan.indexing) == (0, waiting.count())
+        assert "skipped (fetched, waiting to be indexed)" in str(plan)
+        assert list(Crawl.objects.all()) == [self.first]
+        run_queued(DELIVERY_TASK)
+        assert recrawl_due().indexing == 0
+
+    def test_a_page_whose_delivery_was_read_is_due_again_as_before(self):
+        run_queued(DELIVERY_TASK)
+        page = Page.objects.get(url=self.site.url("/docs/a.html"))
+        Page.objects.filter(pk=page.pk).update(next_crawl_at=timezone.now())
+
+        assert recrawl_due().fetching == 1
+
+    def test_the_overview_shows_every_crawl_still_running_or_indexing(self):
+        page_a = Page.objects.create(source=self.src, url=self.site.url("/docs/b"))
+        page_fetch_queue(page_ids=[page_a.pk])  # a crawl of due pages, #2
+        url = reverse("admin:sources_source_change", args=[self.src.pk])
+
+        shown = self.client.get(url).content.decode().split("Crawl:")[1]
+        shown = shown.split("Last error:")[0]
+
+        assert shown.count("<strong>Indexing</strong>") == 1
+        assert shown.count("<strong>Fetching</strong>") == 1
+        assert 'data-live="1"' in shown
+        crawl_through(Crawl.objects.get(kind=Crawl.Kind.PAGES))
+        run_queued(DELIVERY_TASK)
+        done = self.client.get(url).content.decode().split("Crawl:")[1]
+        done = done.split("Last error:")[0]
+        assert done.count("<strong>Done</strong>") == 1, "the latest alone"
+        assert 'data-live=""' in done
+
+    def test_the_crawls_list_has_one_clock_for_fetching_and_one_for_indexing(self):
+        listing = reverse("admin:ingest_crawl_changelist")
+
+        def cell(name: str) -> str:
+            content = self.client.get(listing).content.decode()
+            return content.split(f'<td class="field-{name}">')[1].split("</td>")[0]
+
+        assert cell("status") == "<strong>Indexing</strong>"
+        assert cell("indexed_at") == "indexing…"
+        assert cell("fetched_at") not in ("", "-", "fetching…")
+        run_queued(DELIVERY_TASK)
+        assert cell("status") == "<strong>Done</strong>"
+        assert cell("indexed_at") not in ("indexing…", "—")
 
 
 class OverviewProgressTests(CrawlWorld):

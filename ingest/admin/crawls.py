@@ -9,6 +9,7 @@ from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
+from django.utils import formats, timezone
 from django.utils.html import format_html
 
 from ingest.crawl.progress import Progress, Status, crawl_errors, crawl_progress
@@ -51,7 +52,9 @@ def error_html(crawl: Crawl) -> str:
 @admin.register(Crawl)
 class CrawlAdmin(VisibleRowsAdmin, ReadOnlyAdmin):
     source_path = "source"
-    list_display = ["__str__", "status", "started_at", "finished_at", "progress"]
+    # One clock per crawl: started, done fetching, done indexing.
+    list_display = ["__str__", "status", "started_at", "fetched_at", "indexed_at",
+                    "progress"]  # fmt: skip
     list_filter = ["state", "kind", "source"]
     list_select_related = ["source"]
     readonly_fields = ["status", "progress", "last_error", "url_list"]
@@ -74,6 +77,24 @@ class CrawlAdmin(VisibleRowsAdmin, ReadOnlyAdmin):
             return status_html(progress)
         return format_html("{}<br><small>{}</small>", status_html(progress),
                            error_html(obj))  # fmt: skip
+
+    @admin.display(description="fetched at", ordering="finished_at")
+    def fetched_at(self, obj: Crawl) -> str:
+        """When it stopped fetching (done or cancelled); its pages may still be
+        indexing then."""
+        if obj.finished_at is None:
+            return "fetching…"
+        return formats.localize(timezone.localtime(obj.finished_at))
+
+    @admin.display(description="indexed at")
+    def indexed_at(self, obj: Crawl) -> str:
+        """When the last page it fetched went through ingest."""
+        progress = self._progress(obj)
+        if not progress.finished:
+            return "indexing…" if progress.status == Status.INDEXING else "—"
+        if progress.indexed_at is None:
+            return "—"
+        return formats.localize(timezone.localtime(progress.indexed_at))
 
     @admin.display(description="progress")
     def progress(self, obj: Crawl) -> str:

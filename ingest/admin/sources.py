@@ -18,6 +18,7 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
+from django.utils.safestring import mark_safe
 from django.utils.timesince import timeuntil
 from django.views.decorators.http import require_POST
 
@@ -65,6 +66,8 @@ def fetcher_advice(source: Source) -> list[str]:
     ]
 
 
+# Crawls the overview looks at: the latest few, where any still running is.
+CRAWLS_SHOWN = 5
 OVERVIEW = ["pages_overview", "crawl_overview", "last_error", "index_overview",
             "changes_overview", "last_delivery",
             "last_check", "hosts_paused", "callback_url",
@@ -292,19 +295,32 @@ class CrawlingSourceAdmin(SourceAdmin):
 
     @admin.display(description="crawl")
     def crawl_overview(self, obj: Source) -> str:
-        """The latest crawl: its status, fetched, indexed, left, the time left."""
+        """Every crawl still fetching or indexing (a crawl of due pages beside a
+        first crawl still indexing shows both), else the latest: status, fetched,
+        indexed, left, the time left. While one runs the page refreshes it."""
         if not obj.is_crawled_here:
             return "— (Crawlbase crawls this source: see Ingest → Pushes to Crawlbase)"
-        crawl = self._overview(obj).crawl
-        if crawl is None:
+        latest = obj.crawls.order_by("-started_at", "-pk")[:CRAWLS_SHOWN]
+        crawls = [(crawl, crawl_progress(crawl=crawl)) for crawl in latest]
+        if not crawls:
             return "None yet: Crawl now starts one."
-        progress = crawl_progress(crawl=crawl)
-        return format_html(
+        active = [
+            (crawl, progress) for crawl, progress in crawls if not progress.finished
+        ]
+        lines = format_html_join(
+            mark_safe("<br>"),
             '<a href="{}">{}</a>, started {}: {} · {}',
-            reverse("admin:ingest_crawl_change", args=[crawl.pk]),
-            crawl, ago(crawl.started_at), status_html(progress),
-            progress_html(progress),
+            (
+                (reverse("admin:ingest_crawl_change", args=[crawl.pk]), crawl,
+                 ago(crawl.started_at), status_html(progress), progress_html(progress))
+                for crawl, progress in active or crawls[:1]
+            ),
         )  # fmt: skip
+        return format_html(
+            '<div class="kb-crawls" data-live="{}">{}</div>',
+            "1" if active else "",
+            lines,
+        )
 
     @admin.display(description="last error")
     def last_error(self, obj: Source) -> str:

@@ -13,7 +13,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from django.db.models import Count, F, Q, QuerySet
+from django.db.models import Count, F, Max, Q, QuerySet
 from django.utils import timezone
 
 from ingest.crawl.claims import hosts_paused
@@ -29,6 +29,7 @@ REACHED = {Result.FETCHED, Result.NOT_MODIFIED, Result.GONE}
 RATE_WINDOW = timedelta(minutes=5)
 MIN_SAMPLES = 5
 MIN_SECONDS = 20.0
+MINUTE = timedelta(minutes=1)
 
 
 class Status:
@@ -50,6 +51,11 @@ class Progress:
     fetched_recently: int = 0
     indexed_recently: int = 0
     window: float = 0.0
+    # Deliveries of other crawls (or of Crawlbase) waiting for ingest while this
+    # one has pages to fetch and fetched none lately: the queue it waits behind.
+    waiting_behind: int = 0
+    # When the last of its deliveries went through ingest, once all have.
+    indexed_at: datetime | None = None
 
     @property
     def queued(self) -> int:
@@ -128,7 +134,14 @@ class Progress:
             return ""
         left = self.time_left
         if left is not None:
+            if left < MINUTE:
+                return "less than a minute"
             return f"about {duration_words(left)}"
+        if self.waiting_behind:
+            return (
+                f"waiting: the worker is indexing {self.waiting_behind:,} pages "
+                "of other crawls first"
+            )
         stalled = self.fetched_recently + self.indexed_recently == 0
         if stalled and self.window >= RATE_WINDOW.total_seconds():
             minutes = int(RATE_WINDOW.total_seconds() // 60)
@@ -209,6 +222,13 @@ def crawl_progress(*, crawl: Crawl, now: datetime | None = None) -> Progress:
         progress.deliveries[outcome] += n
     if progress.left:
         _rates_measure(progress, crawl, deliveries, now=now)
+    stalled = not progress.fetched_recently and progress.window >= MIN_SECONDS
+    if progress.queued and stalled:
+        others = Delivery.objects.filter(state__in=Delivery.WAITING)
+        progress.waiting_behind = others.exclude(pk__in=delivered).count()
+    if progress.finished and progress.deliveries:
+        done = deliveries.aggregate(at=Max("processed_at"))
+        progress.indexed_at = done["at"]
     if progress.queued or progress.sitemaps[""]:
         waiting = crawl.urls.open().order_by().values_list("origin", flat=True)
         progress.paused = hosts_paused(origins=list(waiting.distinct()))
