@@ -378,7 +378,7 @@ class Source(models.Model):
         annotated = getattr(self, "_manager_ids", None)
         if annotated is not None:
             return frozenset(annotated)
-        if self.pk is None:
+        if self._state.adding:  # not saved: no groups yet
             return frozenset()
         return frozenset(self.allowed_groups.values_list("pk", flat=True))
 

@@ -22,7 +22,7 @@ from ingest.recrawl import urls_recrawl
 from ingest.rescope import pages_rescope
 from retrieval.questions import search_run
 from sources.admin.sources import OVERLAP
-from sources.models import Page, PageVersion, Source
+from sources.models import SYSTEM, Page, PageVersion, Source
 from sources.scope import ScopeMap
 from tests.admin_world import editor_create
 from tests.world import page_html, run_queued
@@ -116,7 +116,7 @@ def by_link_or_sitemap(world, client, settings, url):
 
 
 def by_recrawl(world, client, settings, url):
-    urls_recrawl(urls=[url])
+    urls_recrawl(urls=[url], user=SYSTEM)
 
 
 def by_rescope(world, client, settings, url):
