@@ -39,7 +39,7 @@ from django.utils import timezone
 
 from retrieval import sql
 from retrieval.models import QueryLog
-from sources.models import Caller, PageVersion, Source, System, caller_check
+from sources.models import Caller, Page, PageVersion, Source, System, caller_check
 
 logger = logging.getLogger(__name__)
 
@@ -208,6 +208,32 @@ def change_readable(change: PageVersion, *, user: Caller) -> bool:
     return readable.count() == len(sources)
 
 
+def answer_sources(log: QueryLog, *, user: Caller) -> list[Page | None]:
+    """The pages an answer cited, in the order of its [n] markers (renumbered 1 to
+    n when it was given): each as it is now, or None where ``user`` may no longer
+    read it (or it left the index), so that the numbers still line up."""
+    readable = Page.objects.filter(
+        pk__in=log.cited_pages, source__in=Source.objects.searchable_by(user)
+    ).only("url", "title", "status", "last_verified_at", "last_changed_at")
+    pages = {page.pk: page for page in readable}
+    return [pages.get(pk) for pk in log.cited_pages]
+
+
+def _sources_report(log: QueryLog, *, user: Caller) -> list[dict | None]:
+    return [
+        None
+        if page is None
+        else {
+            "url": page.url,
+            "title": page.title,
+            "live": page.status == Page.Status.LIVE,
+            "last_verified_at": page.last_verified_at,
+            "last_changed_at": page.last_changed_at,
+        }
+        for page in answer_sources(log, user=user)
+    ]
+
+
 def answer_report(
     log: QueryLog, diff_url: Callable[[PageVersion], str], *, user: Caller
 ) -> dict:
@@ -240,8 +266,15 @@ def answer_report(
             "changed_at": change.recorded_at,
             "diff_url": diff_url(change),
         },
+        "sources": (sources := _sources_report(log, user=user)),
+        # When the sources it quoted were last found unchanged (the oldest).
+        "checked_at": min(
+            (s["last_verified_at"] for s in sources if s and s["last_verified_at"]),
+            default=None,
+        ),
         "current": {"id": current.pk, "answer": current.answer,
-                    "asked_at": current.created_at},
+                    "asked_at": current.created_at,
+                    "sources": _sources_report(current, user=user)},
         "history": [
             {"id": a.pk, "answer": a.answer, "status": a.status,
              "asked_at": a.created_at, "rechecked_at": a.rechecked_at}

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from django.urls import reverse
 from rest_framework import serializers
 
 from retrieval.searchable import SearchFilters
@@ -74,6 +75,31 @@ class QueryResponseSerializer(serializers.Serializer):
     abstained = serializers.BooleanField()
     citations = CitationSerializer(many=True)
     chunk_ids = serializers.ListField(child=serializers.IntegerField())
+    answer_id = serializers.SerializerMethodField(
+        help_text="The logged answer, which its asker can read again "
+        "(GET /api/answers/<id>/): whether it still holds, and what changed. "
+        "Null for an anonymous reader, whose answers name nobody."
+    )
+    answer_url = serializers.SerializerMethodField(
+        help_text="The kept answer's page (/answers/<id>/), for people; null "
+        "with answer_id."
+    )
+
+    def _kept(self, result) -> int | None:
+        request = self.context.get("request")
+        signed_in = request is not None and request.user.is_authenticated
+        return result.log_id if signed_in else None
+
+    def get_answer_id(self, result) -> int | None:
+        return self._kept(result)
+
+    def get_answer_url(self, result) -> str | None:
+        kept = self._kept(result)
+        if kept is None:
+            return None
+        return self.context["request"].build_absolute_uri(
+            reverse("answer", args=[kept])
+        )
 
 
 class WidgetQueryRequestSerializer(QueryRequestSerializer):

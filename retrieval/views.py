@@ -117,7 +117,8 @@ class QueryView(APIView):
                 k=body.validated_data["k"],
                 filters=body.filters(),
             )
-        return Response(QueryResponseSerializer(result).data)
+        output = QueryResponseSerializer(result, context={"request": request})
+        return Response(output.data)
 
 
 class AskForm(forms.Form):

@@ -215,6 +215,81 @@ class AnswerReadAgainTests(RecheckWorld):
         return self.client.get(f"/api/answers/{log_id}/")
 
 
+class KeptAnswerPageTests(RecheckWorld):
+    """A kept answer reads as the Ask page's: its sources listed with how fresh
+    each is, its [n] markers linked to them, and whether it still holds."""
+
+    def page(self, log: QueryLog) -> str:
+        self.client.force_login(self.reader)
+        return self.client.get(f"/answers/{log.pk}/").content.decode()
+
+    def test_it_lists_its_sources_links_its_markers_and_says_it_still_holds(self):
+        log = self.ask()
+        assert log.cited_pages, "the question is answered from the docs"
+
+        page = self.page(log)
+
+        answer = page.split('id="answer">')[1].split("</div>")[0]
+        assert 'href="#citation-1"' in answer
+        sources = page.split("<h2>Sources</h2>")[1]
+        assert sources.count('<li id="citation-') == len(log.cited_pages)
+        assert f'href="{harbor_url("queues")}"' in sources
+        assert "verified <time" in sources and "changed <time" in sources
+        status = page.split('id="status">')[1].split("</p>")[0]
+        assert status.startswith("Still current: none of the text it quoted has")
+        assert "its sources were checked <time" in status
+
+    def test_a_superseded_answer_shows_the_new_answer_with_its_sources(self):
+        log = self.ask()
+        self.edit_queues("stops workers from taking new jobs",
+                         "stops workers from taking any new job")  # fmt: skip
+        answers_recheck()
+
+        page = self.page(log)
+
+        current = page.split('id="current">')[1].split("</div>")[0]
+        assert "any new job" in current and 'href="#citation-1"' in current
+        assert '<li id="citation-1">' in page.split("The answer given then")[0]
+
+    def test_a_source_its_reader_can_no_longer_read_is_named_nowhere(self):
+        log = self.ask()
+        group = Group.objects.create(name="harbor-team")
+        self.harbor.allowed_groups.set([group])
+
+        page = self.page(log)
+
+        sources = page.split("<h2>Sources</h2>")[1]
+        assert "A source you can no longer read" in sources
+        assert harbor_url("queues") not in page
+        assert "verified <time" not in sources
+
+    def test_the_api_answer_names_its_kept_answer_for_a_signed_in_caller(self):
+        self.client.force_login(self.reader)
+
+        body = self.client.post(
+            "/api/query/", {"question": QUESTION}, content_type="application/json"
+        ).json()
+
+        log = QueryLog.objects.get(pk=body["answer_id"])
+        assert log.user == self.reader and log.text == QUESTION
+        assert body["answer_url"] == f"http://testserver/answers/{log.pk}/"
+        kept = self.client.get(f"/api/answers/{log.pk}/").json()
+        assert kept["sources"][0]["url"] == harbor_url("queues")
+        assert kept["sources"][0]["last_verified_at"]
+
+    def test_an_anonymous_readers_answer_names_no_kept_answer(self):
+        Source.objects.filter(pk=self.harbor.pk).update(public=True)
+
+        body = self.client.post(
+            "/api/query/", {"question": QUESTION}, content_type="application/json"
+        ).json()
+
+        assert body["answer"] and (body["answer_id"], body["answer_url"]) == (
+            None,
+            None,
+        )
+
+
 class ChangesInTheAdminTests(RecheckWorld):
     def test_a_change_says_how_many_answers_it_affected_and_the_source_its_week(self):
         self.ask()
