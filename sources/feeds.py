@@ -29,7 +29,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, JsonR
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils.feedgenerator import Atom1Feed
-from django.utils.html import format_html, format_html_join
+from django.utils.html import format_html
 from django.views.decorators.http import require_GET
 from rest_framework import exceptions
 
@@ -209,6 +209,8 @@ def change_entry(step: PageVersion, *, absolute: Callable[[str], str]) -> dict:
             page.last_verified_at.isoformat() if page.last_verified_at else None
         ),
         "diff_url": _diff_url(step, absolute),
+        # What changed, for whoever may read the source (no admin account needed).
+        "change_url": absolute(reverse("feeds-change", args=[step.pk])),
     }
 
 
@@ -294,7 +296,7 @@ def changes_atom(request: HttpRequest, source_id: int | None = None) -> HttpResp
         entry = change_entry(step, absolute=request.build_absolute_uri)
         feed.add_item(
             title=f"{entry['title'] or entry['page_url']}: {entry['summary']}",
-            link=entry["diff_url"] or entry["page_url"],
+            link=entry["change_url"],
             description=_entry_html(entry),
             unique_id=f"{here}#change-{step.pk}",
             unique_id_is_permalink=False,
@@ -309,16 +311,14 @@ def changes_atom(request: HttpRequest, source_id: int | None = None) -> HttpResp
 
 
 def _entry_html(entry: dict) -> str:
-    sections = format_html_join(
-        "", "<li>{}</li>", ((s,) for s in entry["sections"] if s)
-    )
+    """An entry's summary and its links: the lines that changed are one click
+    away (``change_url``), not copied into every entry of the feed."""
     verified = entry["page_verified_at"] or "never"
     return format_html(
-        '<p>{} <a href="{}">{}</a> ({}).</p>{}'
+        '<p>{} <a href="{}">{}</a> ({}): {}. <a href="{}">What changed</a>.</p>'
         "<p>Changed {}; page last verified {}.</p>",
         entry["kind_label"], entry["page_url"], entry["title"] or entry["page_url"],
-        entry["source"]["name"],
-        format_html("<ul>{}</ul>", sections) if sections else "",
+        entry["source"]["name"], entry["summary"], entry["change_url"],
         entry["changed_at"], verified,
     )  # fmt: skip
 

@@ -91,9 +91,57 @@ class FeedTests(IngestWorld):
         assert all("Runbooks" not in e.summary and "Restore" not in e.title
                    for e in feed.entries)  # fmt: skip
         edit = feed.entries[1]
-        assert "<li>Guide › Use</li>" in edit.summary
-        assert edit.link.startswith("http://testserver/admin/sources/page/")
+        assert "1 line changed in Guide › Use" in edit.summary
+        step = PageVersion.objects.get(kind="changed")
+        assert edit.link == f"http://testserver/feeds/changes/{step.pk}/"
+        assert "/admin/" not in response.content.decode()
         assert len({e.id for e in feed.entries}) == 4
+
+    def test_an_anonymous_reader_follows_an_entry_to_what_changed(self):
+        Source.objects.filter(pk=self.source.pk).update(public=True)
+        feed = feedparser.parse(self.get("/feeds/changes.atom").content)
+        edit = next(e for e in feed.entries if "1 line changed" in e.title)
+
+        page = self.client.get(edit.link)
+
+        assert page.status_code == 200
+        content = page.content.decode()
+        assert "Django administration" not in content and "/admin/" not in content
+        diff = content.split('id="diff"')[1]
+        assert "<mark>three times</mark>" in diff and "<mark>twice</mark>" in diff
+        assert "in Guide › Use" in diff
+        assert f'href="{SITE}/guide/"' in content
+
+    def test_the_change_page_is_for_whoever_may_read_its_source(self):
+        restore = PageVersion.objects.get(page__url=f"{PRIVATE}/restore/")
+        path = f"/feeds/changes/{restore.pk}/"
+        root = User.objects.create_superuser("root", "r@example.com", "pw")
+        # (who, status, the admin diff linked)
+        table = [
+            (None, 302, False),
+            (self.reader, 404, False),
+            (self.operator, 200, False),
+            (root, 200, True),
+        ]
+        for user, status, admin_link in table:
+            with self.subTest(user=str(user)):
+                self.client.logout()
+                response = self.get(path, user)
+
+                assert response.status_code == status
+                if status == 302:
+                    assert response["Location"].startswith("/accounts/login/")
+                content = response.content.decode()
+                assert ("Secret runbook." in content) == (status == 200)
+                assert ('id="admin-diff"' in content) == admin_link
+        assert self.get("/feeds/changes/999999/", self.operator).status_code == 404
+
+    def test_json_entries_name_the_readers_change_page_and_the_editors_diff(self):
+        change = self.get("/feeds/changes.json?limit=3", self.reader).json()
+        edit = change["changes"][2]
+
+        assert edit["change_url"].startswith("http://testserver/feeds/changes/")
+        assert "/admin/sources/page/" in edit["diff_url"]
 
     def test_a_group_member_reads_the_private_source_too(self):
         feed = feedparser.parse(self.get("/feeds/changes.atom", self.operator).content)

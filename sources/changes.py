@@ -1,0 +1,63 @@
+"""One change as its readers see it: what a feed entry links to.
+
+A feed is read by people who may never have an account in the admin (an
+anonymous reader of a public source, a feed reader with a feed token), so an
+entry links here rather than to the admin's diff: the page's title and address,
+the summary, and the lines that changed, with no admin around them. Whoever may
+read the change's source may read it (the feeds' rule); anyone else gets a 404,
+or the login page while not signed in. Editors who may see the page in the admin
+get a link to its full diff there.
+"""
+
+from __future__ import annotations
+
+from django.contrib.auth.views import redirect_to_login
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.urls import reverse
+from django.views.decorators.http import require_GET
+
+from kbsite.textdiff import markdown_diff
+from sources.feeds import COMPARABLE, FeedError, feed_caller, feed_steps
+from sources.models import PageVersion, Source
+
+
+@require_GET
+def change_page(request: HttpRequest, change_id: int) -> HttpResponse:
+    try:
+        caller = feed_caller(request)
+    except FeedError:
+        caller = request.user
+    step = feed_steps(caller).filter(pk=change_id).first()
+    if step is None:
+        if not caller.is_authenticated:
+            return redirect_to_login(request.get_full_path())
+        raise Http404("No such change.")
+    diff = None
+    if step.kind in COMPARABLE:
+        before = _version_before(step)
+        texts = [_markdown(before), _markdown(step)]
+        diff = markdown_diff(*texts)
+    admin_diff = None
+    editor = getattr(caller, "is_staff", False) and (
+        Source.objects.visible_to(caller).filter(pk=step.source_id).exists()
+    )
+    if editor and step.kind in COMPARABLE:
+        path = reverse("admin:sources_page_diff", args=[step.page_id])
+        admin_diff = f"{path}?b={step.pk}"
+    context = {"step": step, "page": step.page, "diff": diff, "admin_diff": admin_diff}
+    return render(request, "sources/change.html", context)
+
+
+def _version_before(step: PageVersion) -> PageVersion | None:
+    """The page's version just before ``step`` with content (a step that dropped
+    it, a move or a tombstone, is not compared with)."""
+    earlier = PageVersion.objects.filter(page_id=step.page_id, kind__in=COMPARABLE)
+    earlier = earlier.filter(recorded_at__lte=step.recorded_at).exclude(pk=step.pk)
+    return earlier.order_by("-recorded_at", "-pk").only("pk").first()
+
+
+def _markdown(version: PageVersion | None) -> str:
+    if version is None:
+        return ""
+    return PageVersion.objects.values_list("markdown", flat=True).get(pk=version.pk)
