@@ -43,6 +43,15 @@ def unmark_headings(markdown: str) -> str:
     )
 
 
+def without_heading_ids(lines: list[str]) -> list[str]:
+    """The lines as people read them: a heading's ``{#id}`` is for links, not for
+    eyes (stored Markdown keeps it), and fenced code is left as it is."""
+    return [
+        HEADING_ID.sub("", line) if not code and HEADING.match(line) else line
+        for line, code in fenced(lines)
+    ]
+
+
 def heading_id(text: str) -> tuple[str, str]:
     """A heading's text without its ``{#id}``, and the id ('' if none)."""
     match = HEADING_ID.search(text)

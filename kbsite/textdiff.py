@@ -12,7 +12,13 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
-from kbsite.text import HEADING, clean_inline, fenced, heading_id
+from kbsite.text import (
+    HEADING,
+    clean_inline,
+    fenced,
+    heading_id,
+    without_heading_ids,
+)
 
 CONTEXT = 3
 # Lines this similar (difflib's ratio) are shown as one line edited, word by word.
@@ -68,26 +74,100 @@ class Diff:
 def markdown_diff(old: str, new: str, *, context: int = CONTEXT) -> Diff:
     # An empty text has no lines (not one empty line): a first version is all new.
     a, b = old.split("\n") if old else [], new.split("\n") if new else []
-    paths = section_paths(b)
-    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    old_paths, new_paths = section_paths(a), section_paths(b)
+    # Lines are matched as stored and shown as read (no heading ids).
+    shown_a, shown_b = without_heading_ids(a), without_heading_ids(b)
     blocks: list[Block] = []
     added = removed = 0
-    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+    for tag, i1, i2, j1, j2 in _opcodes(a, b, old_paths, new_paths):
         if tag == "equal":
             blocks.extend(
-                _equal(a, i1, i2, j1, context, first=not blocks, last=i2 == len(a))
+                _equal(
+                    shown_a, i1, i2, j1, context, first=not blocks, last=i2 == len(a)
+                )
             )
             continue
         removed += i2 - i1
         added += j2 - j1
-        lines = _changed(a[i1:i2], b[j1:j2], i1, j1)
+        lines = _changed(shown_a[i1:i2], shown_b[j1:j2], i1, j1)
         if not blocks or blocks[-1].folded:
             blocks.append(Block())
         blocks[-1].lines.extend(lines)
         # Named after the section of its first change, not of its context.
-        if paths and not blocks[-1].heading:
-            blocks[-1].heading = paths[min(j1, len(paths) - 1)]
+        if not blocks[-1].heading:
+            touched = _touched(b, new_paths, j1, j2) or _touched(a, old_paths, i1, i2)
+            blocks[-1].heading = touched[0] if touched else ""
     return Diff(blocks=_merge(blocks), added=added, removed=removed)
+
+
+Opcode = tuple[str, int, int, int, int]
+
+
+def _opcodes(
+    a: list[str], b: list[str], old_paths: list[str], new_paths: list[str]
+) -> list[Opcode]:
+    """difflib's steps from ``a`` to ``b``, each block of lines only added or only
+    removed slid, among the places it could equally be, to the one that spans the
+    fewest sections (then the lowest). difflib takes the first match it finds:
+    a section added after one that ends as it ends ("```", a blank line) would
+    otherwise take that section's last line, and name it."""
+    opcodes = difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
+    tags = [tag for tag, *_ in opcodes]
+    spans = [list(bounds) for _, *bounds in opcodes]  # i1, i2, j1, j2
+    for n, tag in enumerate(tags):
+        if tag not in ("insert", "delete"):
+            continue
+        before = spans[n - 1] if n and tags[n - 1] == "equal" else None
+        after = spans[n + 1] if n + 1 < len(tags) and tags[n + 1] == "equal" else None
+        lines, paths, lo, hi = (
+            (b, new_paths, spans[n][2], spans[n][3])
+            if tag == "insert"
+            else (a, old_paths, spans[n][0], spans[n][1])
+        )
+        room = (
+            before[1] - before[0] if before else 0,
+            after[1] - after[0] if after else 0,
+        )
+        shift = _slide(lines, paths, lo, hi, room)
+        for bounds, ends in (
+            (before, (1, 3)),
+            (spans[n], (0, 1, 2, 3)),
+            (after, (0, 2)),
+        ):
+            for k in ends if bounds else ():
+                bounds[k] += shift  # type: ignore[index]  # bounds: not None
+    return [
+        (tag, i1, i2, j1, j2)
+        for tag, (i1, i2, j1, j2) in zip(tags, spans, strict=True)
+        if tag != "equal" or i2 > i1
+    ]
+
+
+def _slide(
+    lines: list[str], paths: list[str], lo: int, hi: int, room: tuple[int, int]
+) -> int:
+    """How far to move ``lines[lo:hi]``, all added or all removed, up (negative)
+    or down within ``room`` (the unchanged lines above and below): the same text
+    results wherever it is as long as the line it leaves equals the one it takes."""
+    shifts = [0]
+    for s in range(1, room[0] + 1):
+        if lines[lo - s] != lines[hi - s]:
+            break
+        shifts.append(-s)
+    for s in range(1, room[1] + 1):
+        if lines[lo + s - 1] != lines[hi + s - 1]:
+            break
+        shifts.append(s)
+    return min(
+        shifts, key=lambda s: (len(set(_touched(lines, paths, lo + s, hi + s))), -s)
+    )
+
+
+def _touched(lines: list[str], paths: list[str], lo: int, hi: int) -> list[str]:
+    """The sections of ``lines[lo:hi]``, by their lines that say something: a
+    blank line between two sections belongs to neither."""
+    written = [paths[k] for k in range(lo, hi) if lines[k].strip()]
+    return written or paths[lo:hi]
 
 
 def _same(text: str, old: int, new: int) -> Line:
@@ -225,19 +305,17 @@ def change_measure(old: str, new: str) -> Change:
     sections they are in (a removed line's section in the old text)."""
     a, b = _lines(old), _lines(new)
     old_paths, new_paths = section_paths(a), section_paths(b)
+    shown_a, shown_b = without_heading_ids(a), without_heading_ids(b)
     sections: dict[str, None] = {}
     lines_added = lines_removed = words_added = words_removed = 0
-    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
-    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+    for tag, i1, i2, j1, j2 in _opcodes(a, b, old_paths, new_paths):
         if tag == "equal":
             continue
         lines_removed += i2 - i1
         lines_added += j2 - j1
-        for i in range(i1, i2):
-            sections.setdefault(old_paths[i])
-        for j in range(j1, j2):
-            sections.setdefault(new_paths[j])
-        for line in _changed(a[i1:i2], b[j1:j2], i1, j1):
+        for path in _touched(a, old_paths, i1, i2) + _touched(b, new_paths, j1, j2):
+            sections.setdefault(path)
+        for line in _changed(shown_a[i1:i2], shown_b[j1:j2], i1, j1):
             if len(line.segments) == 1 and not line.segments[0].changed:
                 words = len(PLAIN_WORD.findall(clean_inline(line.text)))  # whole
             else:

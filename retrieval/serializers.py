@@ -3,6 +3,8 @@ from __future__ import annotations
 from django.urls import reverse
 from rest_framework import serializers
 
+from retrieval.questions import QueryResult
+from retrieval.rendering import markdown_html
 from retrieval.searchable import SearchFilters
 
 
@@ -121,5 +123,14 @@ class WidgetCitationSerializer(CitationSerializer):
 
 class WidgetQueryResponseSerializer(serializers.Serializer):
     answer = serializers.CharField(help_text="Markdown, with [n] citation markers.")
+    answer_html = serializers.SerializerMethodField(
+        help_text="The answer as the Ask page shows it: HTML from the same "
+        "renderer (raw HTML in the text escaped, only http and https links), "
+        "each [n] a link to the cited section."
+    )
     abstained = serializers.BooleanField()
     citations = WidgetCitationSerializer(many=True)
+
+    def get_answer_html(self, result: QueryResult) -> str:
+        urls = [citation.section_url for citation in result.citations]
+        return markdown_html(result.answer, citation_urls=urls)

@@ -15,6 +15,7 @@ from kbsite.admin_utils import (
 )
 from kbsite.charts import Series, axis, grouped_bars, horizontal_bars, stacked_bars
 from kbsite.textdiff import markdown_diff
+from tests.test_changes import EDITS, SECTIONS
 
 LONG = "\n".join(f"Line {n} of a long section." for n in range(40))
 
@@ -67,6 +68,43 @@ def test_a_change_is_named_after_its_section():
     shown = [b for b in markdown_diff(old, new).blocks if not b.folded]
 
     assert [b.heading for b in shown] == ["Title › Use"]
+
+
+@pytest.mark.parametrize("edit", EDITS)
+def test_a_change_is_shown_under_the_section_it_touched_not_a_neighbour(edit):
+    new, sections = EDITS[edit]
+
+    shown = [b for b in markdown_diff(SECTIONS, new).blocks if not b.folded]
+
+    assert [b.heading for b in shown] == sections
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "shown"),
+    [
+        (  # a heading added: its id is for links, not for eyes
+            "# Harbor\n\nIntro.",
+            "# Harbor\n\nIntro.\n\n## Backups {#_backups_anchor}\n\nKeep copies.",
+            ["", "## Backups", "", "Keep copies."],
+        ),
+        (  # a heading renamed: the words that changed, no id
+            "## Install {#install}\n\nRun it.",
+            "## Installing {#installing}\n\nRun it.",
+            ["## Install", "## Installing"],
+        ),
+        (  # "{#id}" in code is code
+            "```\nx\n```",
+            "```\n## Not a heading {#kept}\n```",
+            ["x", "## Not a heading {#kept}"],
+        ),
+    ],
+)
+def test_a_diff_shows_headings_without_their_ids(old, new, shown):
+    diff = markdown_diff(old, new)
+
+    lines = [line for block in diff.blocks for line in block.lines]
+    assert [line.text for line in lines if line.kind != "same"] == shown
+    assert not any("{#" in line.text for line in lines if line.kind == "same")
 
 
 def test_a_first_version_is_all_added():

@@ -97,6 +97,84 @@ def test_the_same_text_is_no_change():
     assert change_measure(PAGE, PAGE).empty
 
 
+# Three sections that end alike (a code block, then a blank line): an added
+# section fits after any of them as well as before it.
+SECTIONS = """# Harbor
+
+Intro.
+
+## Install {#install}
+
+Run this:
+
+```sh
+pip install harbor
+```
+
+## Upgrade {#upgrade}
+
+Run this:
+
+```sh
+harbor db upgrade
+```
+
+## Queues {#queues}
+
+Pause a queue.
+"""
+BACKUPS = """## Backups {#backups}
+
+Run this:
+
+```sh
+harbor backup
+```
+
+"""
+
+
+UPGRADE_AT, QUEUES_AT = SECTIONS.index("## Upgrade"), SECTIONS.index("## Queues")
+# An edit of SECTIONS, and the sections its change names.
+EDITS = {
+    "a section added between two": (
+        SECTIONS.replace("## Upgrade", BACKUPS + "## Upgrade"),
+        ["Harbor › Backups"],
+    ),
+    "a section added before the first": (
+        SECTIONS.replace("## Install", BACKUPS + "## Install"),
+        ["Harbor › Backups"],
+    ),
+    "a section added at the end": (
+        SECTIONS + "\n" + BACKUPS.rstrip("\n") + "\n",
+        ["Harbor › Backups"],
+    ),
+    "a short section added at the end": (
+        SECTIONS + "\n## Backups\n\nKeep copies.\n",
+        ["Harbor › Backups"],
+    ),
+    "a section removed": (
+        SECTIONS[:UPGRADE_AT] + SECTIONS[QUEUES_AT:],
+        ["Harbor › Upgrade"],
+    ),
+    "a line edited in the last section": (
+        SECTIONS.replace("Pause a queue.", "Pause a queue first."),
+        ["Harbor › Queues"],
+    ),
+    "a line added in the middle section": (
+        SECTIONS.replace("db upgrade\n", "db upgrade\nharbor restart\n"),
+        ["Harbor › Upgrade"],
+    ),
+}
+
+
+@pytest.mark.parametrize("edit", EDITS)
+def test_a_change_names_the_sections_it_touched_and_no_neighbour(edit):
+    new, sections = EDITS[edit]
+
+    assert change_measure(SECTIONS, new).sections == sections
+
+
 class ChangeRecordTests(IngestWorld):
     """Each delivery that changes what a page says records one step, measured; one
     that does not records none."""

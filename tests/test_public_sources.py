@@ -140,12 +140,17 @@ def widget_answer(client: Client, site: Site, key: str = "") -> str:
     return widget_ask(client, site, key)["answer"]
 
 
+def widget_answer_html(client: Client, site: Site, key: str = "") -> str:
+    return widget_ask(client, site, key)["answer_html"]
+
+
 def widget_citations(client: Client, site: Site, key: str = "") -> str:
     return json.dumps(widget_ask(client, site, key)["citations"])
 
 
 WIDGET_CHANNELS: dict[str, Ask] = {
     "the widget's answer": widget_answer,
+    "the widget's answer as HTML": widget_answer_html,
     "the widget's citations": widget_citations,
 }
 

@@ -40,6 +40,7 @@ from tests.test_public_sources import (
     widget_answer,
     widget_citations,
 )
+from tests.world import ingest_markdown
 
 ENDPOINT = "/api/widget/query/"
 ELSEWHERE = "https://elsewhere.example.com"  # a site no source allows
@@ -274,6 +275,50 @@ class KeyTests(WidgetWorld):
         assert WidgetKey.objects.get().last_used_at > first
 
 
+# A public page whose answer holds emphasis, code and the HTML a scraped page can
+# carry as text.
+RENDERED_URL = "https://handbook.example.org/flush/"
+RENDERED = """# Tide handbook guide
+
+## Flushing the gauge {#flushing}
+
+Flush the gauge *without* stopping it (`tide flush`) <img src=x onerror=alert(1)>
+<script>alert(1)</script>; to flush the gauge, run this command:
+
+```sh
+tide flush --all
+```
+"""
+
+
+class AnswerRenderingTests(WidgetWorld):
+    """The widget's answer comes as the Ask page renders it, from the same
+    renderer: Markdown as HTML, scraped HTML as text."""
+
+    def setUp(self):
+        super().setUp()
+        ingest_markdown(RENDERED_URL, RENDERED)
+
+    def test_the_answer_comes_as_html_with_emphasis_and_code(self):
+        body = ask(question="How do I flush the gauge without stopping it?").json()
+
+        html = body["answer_html"]
+        assert "<em>without</em>" in html and "*without*" not in html
+        assert "(<code>tide flush</code>)" in html
+        assert '<pre><code class="language-sh">tide flush --all' in html
+        assert f'<a href="{RENDERED_URL}#flushing" class="marker">[1]</a>' in html
+        assert body["answer"].count("*without*") == 1, "the Markdown is kept too"
+
+    def test_scraped_html_arrives_escaped_and_unsafe_links_as_text(self):
+        body = ask(question="How do I flush the gauge without stopping it?").json()
+
+        html = body["answer_html"]
+        assert "onerror=alert(1)" in body["answer"], "the scraped text is answered"
+        assert "<img" not in html and "<script" not in html
+        assert "&lt;img src=x onerror=alert(1)&gt;" in html
+        assert "javascript:" not in html
+
+
 class ScriptTests(WidgetWorld):
     def test_the_script_is_served_to_any_page_and_revalidated_by_its_etag(self):
         response = Client().get("/widget.js")
@@ -298,12 +343,13 @@ class ScriptTests(WidgetWorld):
         assert gzipped == len(gzip.compress(script, compresslevel=9, mtime=0))
         assert size < 12_000
 
-    def test_the_script_sets_what_it_receives_as_text_never_as_html(self):
+    def test_the_script_sets_as_html_only_its_markup_and_the_rendered_answer(self):
         script = WIDGET_SCRIPT.read_text()
         writes = re.findall(r"\.(innerHTML|outerHTML|insertAdjacentHTML)\b", script)
 
-        assert writes == ["innerHTML"], "once, for its own fixed markup"
+        assert writes == ["innerHTML", "innerHTML"]
         assert re.search(r'root\.innerHTML = "<style>" \+ CSS \+ "', script)
+        assert 'answer.innerHTML = result.answer_html || "";' in script
         assert "document.write" not in script and "eval(" not in script
 
 

@@ -27,6 +27,13 @@ from tests.world import harbor_load, harbor_url, ingest_markdown
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
+# The upgrade page with emphasis and inline code in the sentence the answer quotes.
+EMPHASIS = UPGRADE.replace(
+    "run\nthis command once, from one machine:",
+    "run\nthis command *once*, from one machine (`harbor` on its path):",
+)
+assert EMPHASIS != UPGRADE
+
 # A docs site's own page, whose styles must not reach the widget's box: only
 # the --kb-* variables it sets do.
 PAGE = """<!doctype html>
@@ -94,7 +101,7 @@ def test_the_widget_answers_on_an_allowed_site_and_refuses_another(browser, site
 
     allowed, other = sites
     harbor = harbor_load()
-    ingest_markdown(harbor_url("upgrading"), UPGRADE)
+    ingest_markdown(harbor_url("upgrading"), EMPHASIS)
     Source.objects.filter(pk=harbor.pk).update(
         public=True, widget_origins=[allowed.origin]
     )
@@ -120,6 +127,8 @@ def test_the_widget_answers_on_an_allowed_site_and_refuses_another(browser, site
     item = box.find_element(By.CSS_SELECTOR, "ol.cites > li")  # waits for it
     answer = box.find_element(By.CSS_SELECTOR, ".answer")
     code = answer.find_element(By.CSS_SELECTOR, "pre code").text
+    emphasis = answer.find_element(By.CSS_SELECTOR, "p em").text
+    inline_code = answer.find_element(By.CSS_SELECTOR, "p code").text
     marker = answer.find_element(By.CSS_SELECTOR, "a.marker")
     cited = item.find_element(By.CSS_SELECTOR, "a")
     fresh = item.find_element(By.CSS_SELECTOR, ".meta:last-child")
@@ -138,6 +147,8 @@ def test_the_widget_answers_on_an_allowed_site_and_refuses_another(browser, site
     assert box.find_element(By.CSS_SELECTOR, ".out").get_attribute("aria-live")
     assert "harbor db upgrade --to latest" in code
     assert "```" not in answer.text
+    assert (emphasis, inline_code) == ("once", "harbor"), "as the Ask page shows"
+    assert "*once*" not in answer.text and "`" not in answer.text
     assert marker.text == "[1]"
     assert marker.get_attribute("href") == harbor_url("upgrading") + "#schema"
     assert cited.get_attribute("href") == harbor_url("upgrading") + "#schema"

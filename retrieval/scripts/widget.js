@@ -4,7 +4,8 @@
    data-key: a widget key, for sources that are not public; data-sources: source
    ids, comma-separated, to ask fewer; data-label: the box's label. Theme it with
    the --kb-* CSS variables (docs/editors.md). Every text it receives is set as
-   text, never as HTML. */
+   text, never as HTML, but the answer's HTML, which the knowledge base renders
+   and escapes itself (retrieval/rendering.py). */
 (function () {
   "use strict";
   var script = document.currentScript;
@@ -23,12 +24,13 @@
     ":focus-visible{outline:3px solid var(--kb-focus,#ffbf47);outline-offset:2px}" +
     ".answer{background:var(--kb-answer-bg,#f4f6fa);border-left:4px solid var(--kb-accent,#1f5fbf);padding:.1em 1em;margin:.75em 0}" +
     ".abstained{border-left-color:var(--kb-warning,#b26b00)}" +
-    "p{margin:.5em 0;white-space:pre-line}" +
+    "p{margin:.5em 0}img{max-width:100%}" +
     "pre{background:var(--kb-bg,#fff);border:1px solid var(--kb-border,#d0d4dc);border-radius:4px;padding:.5em .75em;overflow-x:auto}" +
     "code{font:.9em/1.4 var(--kb-mono,ui-monospace,Menlo,monospace)}" +
     "a{color:var(--kb-link,#1f5fbf)}a.marker{text-decoration:none;font-size:.8em;vertical-align:super}" +
-    "h3{font-size:1em;margin:.75em 0 .25em}ol{margin:0;padding-left:1.4em}li{margin-bottom:.6em}" +
-    ".h{font-weight:600}.meta{color:var(--kb-muted,#555);font-size:.875em}.error{color:var(--kb-error,#b00020)}";
+    "h1,h2,h3,h4,h5,h6{font-size:1em;margin:.75em 0 .25em}ol,ul{margin:0;padding-left:1.4em}li{margin-bottom:.6em}" +
+    "table{border-collapse:collapse}td,th{border:1px solid var(--kb-border,#d0d4dc);padding:.2em .5em}" +
+    ".meta{color:var(--kb-muted,#555);font-size:.875em}.error{color:var(--kb-error,#b00020)}";
 
   var host = document.createElement("div");
   host.className = "kb-ask";
@@ -93,53 +95,13 @@
     return span;
   }
 
-  // The answer's Markdown, as far as a reader needs it: code blocks, paragraphs
-  // (their line breaks kept), tables as they are, headings, `code`, **bold**,
-  // links and [n] markers, which lead to the cited section.
-  var INLINE = /`([^`\n]+)`|\[(\d{1,3})\](?!\()|\[([^\]\n]+)\]\((https?:\/\/[^)\s]+)\)|\*\*([^*\n]+)\*\*/g;
-  function plain(text) {
-    return document.createTextNode(text.replace(/\\([\\`*_[\]<>#|-])/g, "$1"));
-  }
-  function inline(node, text, cites) {
-    var at = 0, m, part;
-    INLINE.lastIndex = 0;
-    while ((m = INLINE.exec(text))) {
-      node.appendChild(plain(text.slice(at, m.index)));
-      at = INLINE.lastIndex;
-      if (m[1]) part = el("code", "", m[1]);
-      else if (m[2] && cites[m[2] - 1]) {
-        part = el("a", "marker", m[0]);
-        part.href = web(cites[m[2] - 1].section_url);
-      } else if (m[3]) {
-        part = el("a", "", m[3]);
-        part.href = m[4];
-      } else part = m[5] ? el("strong", "", m[5]) : plain(m[0]);
-      node.appendChild(part);
-    }
-    node.appendChild(plain(text.slice(at)));
-  }
-  function markdown(box, text, cites) {
-    text.split(/^```[^\n]*\n([\s\S]*?)^```[ \t]*$/m).forEach(function (part, i) {
-      if (i % 2) {
-        var pre = el("pre");
-        pre.appendChild(el("code", "", part.replace(/\n$/, "")));
-        return box.appendChild(pre);
-      }
-      part.split(/\n[ \t]*\n/).forEach(function (block) {
-        block = block.replace(/^\n+|\s+$/g, "");
-        if (!block) return;
-        if (/^\|/.test(block)) return box.appendChild(el("pre", "", block));
-        var heading = /^#{1,6}\s+/.exec(block), p = el("p", heading ? "h" : "");
-        inline(p, heading ? block.slice(heading[0].length) : block, cites);
-        box.appendChild(p);
-      });
-    });
-  }
-
   function answered(result) {
     var cites = result.citations || [], all = document.createDocumentFragment();
     var answer = el("div", result.abstained ? "answer abstained" : "answer");
-    markdown(answer, result.answer || "", cites);
+    // HTML the knowledge base rendered as its Ask page does (raw HTML in the
+    // answer's text escaped, only http(s) links, each [n] to the cited section):
+    // one renderer for both, and this script's own server its only author.
+    answer.innerHTML = result.answer_html || "";
     all.appendChild(answer);
     if (cites.length) {
       all.appendChild(el("h3", "", "Sources"));
