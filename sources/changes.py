@@ -19,7 +19,7 @@ from django.views.decorators.http import require_GET
 
 from kbsite.textdiff import markdown_diff
 from sources.feeds import COMPARABLE, FeedError, feed_caller, feed_steps
-from sources.models import PageVersion, Source
+from sources.models import Caller, PageVersion, Source
 
 
 @require_GET
@@ -39,14 +39,18 @@ def change_page(request: HttpRequest, change_id: int) -> HttpResponse:
         texts = [_markdown(before), _markdown(step)]
         diff = markdown_diff(*texts)
     admin_diff = None
-    editor = getattr(caller, "is_staff", False) and (
-        Source.objects.visible_to(caller).filter(pk=step.source_id).exists()
-    )
-    if editor and step.kind in COMPARABLE:
+    if step.kind in COMPARABLE and _edits(caller, step.page.source_id):
         path = reverse("admin:sources_page_diff", args=[step.page_id])
         admin_diff = f"{path}?b={step.pk}"
     context = {"step": step, "page": step.page, "diff": diff, "admin_diff": admin_diff}
     return render(request, "sources/change.html", context)
+
+
+def _edits(caller: Caller, source_id: int) -> bool:
+    """Whether ``caller`` is an editor who sees the source in the admin."""
+    if not getattr(caller, "is_staff", False):
+        return False
+    return Source.objects.visible_to(caller).filter(pk=source_id).exists()
 
 
 def _version_before(step: PageVersion) -> PageVersion | None:
