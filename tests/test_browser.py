@@ -192,10 +192,7 @@ def test_an_editor_reads_a_pages_diff_and_the_dashboard(browser, live_server):
     editor_create("ed")
 
     browser.set_window_size(1400, 1000)
-    browser.get(f"{live_server.url}/admin/")
-    browser.find_element(By.NAME, "username").send_keys("ed")
-    browser.find_element(By.NAME, "password").send_keys(PASSWORD)
-    browser.find_element(By.CSS_SELECTOR, "input[type=submit]").click()
+    admin_login(browser, live_server, "ed", PASSWORD)
 
     page = Page.objects.get(url=queues)
     browser.get(f"{live_server.url}/admin/sources/page/{page.pk}/change/")
@@ -256,10 +253,7 @@ def editor_adds_a_source(browser, live_server, site) -> tuple[str, str, str]:
 
     editor_create("ed")
     browser.set_window_size(1400, 1000)
-    browser.get(f"{live_server.url}/admin/")
-    browser.find_element(By.NAME, "username").send_keys("ed")
-    browser.find_element(By.NAME, "password").send_keys(PASSWORD)
-    browser.find_element(By.CSS_SELECTOR, "input[type=submit]").click()
+    admin_login(browser, live_server, "ed", PASSWORD)
     browser.get(f"{live_server.url}/admin/sources/source/add/")
     browser.find_element(By.NAME, "name").send_keys("Local docs")
     browser.find_element(By.NAME, "seed_urls").send_keys(site.url("/docs/"))
@@ -382,10 +376,7 @@ def test_a_docs_owner_sees_alike_unanswered_questions_as_one_group(
     editor_create("ed")
 
     browser.set_window_size(1400, 1000)
-    browser.get(f"{live_server.url}/admin/")
-    browser.find_element(By.NAME, "username").send_keys("ed")
-    browser.find_element(By.NAME, "password").send_keys(PASSWORD)
-    browser.find_element(By.CSS_SELECTOR, "input[type=submit]").click()
+    admin_login(browser, live_server, "ed", PASSWORD)
     browser.get(f"{live_server.url}/admin/retrieval/querylog/")
     results = browser.find_element(By.CSS_SELECTOR, "#changelist-form .results")
     overflow = browser.execute_script(
@@ -460,6 +451,25 @@ def reader_logs_in(browser, url: str) -> None:
     browser.find_element(By.NAME, "username").send_keys("reader")
     browser.find_element(By.NAME, "password").send_keys("a long password 1")
     browser.find_element(By.CSS_SELECTOR, "main form button[type=submit]").click()
+    _left_login(browser)
+
+
+def admin_login(browser, live_server, username: str, password: str) -> None:
+    """Log in to the admin and wait for the page after it: a page asked for while
+    the login's answer is still on its way is sent to the login form again."""
+    from selenium.webdriver.common.by import By
+
+    browser.get(f"{live_server.url}/admin/")
+    browser.find_element(By.NAME, "username").send_keys(username)
+    browser.find_element(By.NAME, "password").send_keys(password)
+    browser.find_element(By.CSS_SELECTOR, "input[type=submit]").click()
+    _left_login(browser)
+
+
+def _left_login(browser) -> None:
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    WebDriverWait(browser, 30).until(lambda b: "/login/" not in b.current_url)
 
 
 def local_model_serves(settings) -> None:

@@ -424,11 +424,13 @@ class IdentityTests(CrawlWorld):
         assert not Push.objects.exists(), "nothing the Crawlbase sender could send"
         source.fetcher = Source.Fetcher.CRAWLBASE
         source.save()
-        plan = pages_recrawl(pages=Page.objects.filter(url=old_url))
-        assert (plan.queued, plan.in_flight) == (1, 0), "its next push is not blocked"
+        waiting = pages_recrawl(pages=Page.objects.filter(url=old_url))
+        assert (waiting.queued, waiting.indexing) == (0, 1), "fetched: not again yet"
 
         crawl_through(crawl)
+        plan = pages_recrawl(pages=Page.objects.filter(url=old_url))
 
+        assert (plan.queued, plan.in_flight) == (1, 0), "its next push is not blocked"
         old = Page.objects.get(url=old_url)
         assert old.status == Page.Status.REDIRECTED and old.redirect_to.url == new_url
         assert Push.objects.get().state == Push.State.QUEUED, "left to the sender"
