@@ -23,6 +23,7 @@ from ingest.recrawl import SITEMAPS_TASK, recrawl_due, source_crawl_start, urls_
 from ingest.sitemap_seeds import source_sitemaps_push
 from kbsite.sitemaps import Entry
 from retrieval.models import Chunk
+from retrieval.questions import search_run
 from sources.models import Page, Source
 from sources.replan import checks_since, source_schedule_replan, sources_schedule_replan
 from sources.services import pages_sitemap_dated
@@ -304,6 +305,33 @@ def test_a_delivery_is_matched_to_its_push_across_a_redirect(source, crawlbase):
     assert push.state == Push.State.DELIVERED
     assert Page.objects.get(url=old).redirect_to == Page.objects.get(url=new)
     assert Page.objects.get(url=new).is_live
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("status", [404, 410])
+def test_a_page_whose_address_now_leads_to_a_gone_page_leaves_search(
+    source, crawlbase, status
+):
+    old, new = f"{SITE}/setup/", f"{SITE}/install/"
+    crawlbase.site[old] = SitePage(body=edited_page("Run zyxwal install."))
+    crawl(crawlbase, urls=[old])
+    assert urls_found("zyxwal") == [old]
+
+    # The site now sends the old address to a page that is not there.
+    crawlbase.site[old] = SitePage(status=status, body="Not found", final_url=new)
+    make_due(Page.objects.get(url=old))
+
+    assert crawl(crawlbase) == ["deleted"]
+    assert urls_found("zyxwal") == []
+    page = Page.objects.get(url=old)
+    assert page.status == Page.Status.REDIRECTED and not page.chunks.exists()
+    assert page.redirect_to.url == new
+    assert Page.objects.get(url=new).status == Page.Status.GONE
+
+
+def urls_found(query: str) -> list[str]:
+    reader = User.objects.get_or_create(username="reader")[0]
+    return [c.page.url for c in search_run(query=query, user=reader, k=5)]
 
 
 @pytest.mark.django_db(transaction=True)
