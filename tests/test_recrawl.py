@@ -554,12 +554,45 @@ def test_staff_queue_urls_or_a_sources_due_pages(source, staff):
 
 
 @pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("body", "selected"),
+    [
+        ({"source": "SOURCE", "due": True}, 2),
+        ({"source": "SOURCE", "due": False}, 3),
+        ({"urls": [f"{SITE}/due/", f"{SITE}/new/", "https://else.where/"]}, 2),
+    ],
+)
+def test_a_dry_run_recrawl_by_the_api_counts_and_pushes_nothing(
+    source, staff, crawlbase, body, selected
+):
+    make_page(source, "/due/")
+    make_page(source, "/in-flight/")
+    make_page(source, "/later/", next_crawl_at=timezone.now() + timedelta(days=1))
+    Push.objects.create(
+        rid="flying", page=Page.objects.get(url=f"{SITE}/in-flight/"),
+        url=f"{SITE}/in-flight/", state=Push.State.SENT, pushed_at=timezone.now(),
+    )  # fmt: skip
+    body = {k: source.pk if v == "SOURCE" else v for k, v in body.items()}
+
+    response = staff.post("/api/recrawl/", body | {"dry_run": True}, format="json")
+    pushes_send()
+
+    assert response.status_code == 200
+    assert response.json()["selected"] == selected
+    assert response.json()["queued"] == 0
+    assert Push.objects.count() == 1 and crawlbase.pushes == []
+    assert not Page.objects.filter(url=f"{SITE}/new/").exists()
+
+
+@pytest.mark.django_db
 def test_a_bad_recrawl_request_is_a_400_with_a_json_error(source, staff):
     for body in [{}, {"urls": ["not a url"]}, {"urls": [f"{SITE}/"], "source": 1},
-                 {"source": 999999}]:  # fmt: skip
+                 {"source": 999999}, {"source": source.pk, "dryrun": True},
+                 {"source": source.pk, "dry_run": "perhaps"}]:  # fmt: skip
         response = staff.post("/api/recrawl/", body, format="json")
         assert response.status_code == 400, body
         assert response.json()["error"]
+    assert not Push.objects.exists()
 
 
 @pytest.mark.django_db
