@@ -292,6 +292,46 @@ def test_push_deliver_index_recrawl_one_changed_chunk_then_gone(source, crawlbas
     assert not Chunk.objects.filter(page=page).exists()
 
 
+def key_words_page(edited: int | None = None) -> str:
+    """A reference table as long as the PostgreSQL manual's key words, one cell of
+    row ``edited`` a sentence longer."""
+    rows = "".join(
+        f"<tr><td><code>KEYWORD_{n:03d}</code></td>"
+        f"<td>reserved{' (can be function or type)' if n % 3 else ''}"
+        f"{' Added by the recrawl.' if n == edited else ''}</td>"
+        f"<td>{'non-reserved' if n % 2 else 'reserved'}</td></tr>"
+        for n in range(400)
+    )
+    return (
+        "<html><head><title>Key Words</title></head><body><main><h1>Key Words</h1>"
+        "<h2>The list</h2><p>Every key word of the language.</p><table><tr>"
+        f"<th>Key word</th><th>PostgreSQL</th><th>SQL:2016</th></tr>{rows}</table>"
+        "</main></body></html>"
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("row", [5, 200, 395])
+def test_one_edited_row_of_a_long_table_embeds_only_the_chunks_around_it(
+    source, crawlbase, row
+):
+    url = f"{SITE}/keywords/"
+    crawlbase.site[url] = SitePage(body=key_words_page())
+    assert crawl(crawlbase, urls=[url]) == ["embedded"]
+    page = Page.objects.get(url=url)
+    before = set(page.chunks.values_list("embed_hash", flat=True))
+    assert len(before) >= 8
+
+    crawlbase.site[url] = SitePage(body=key_words_page(edited=row))
+    make_due(page)
+    assert crawl(crawlbase) == ["embedded"]
+
+    after = set(page.chunks.values_list("embed_hash", flat=True))
+    assert 1 <= len(after - before) <= 2, f"{len(after - before)} of {len(after)}"
+    delivery = Delivery.objects.order_by("-pk").first()
+    assert f"{len(after - before)} new chunk texts" in delivery.error
+
+
 @pytest.mark.django_db(transaction=True)
 def test_a_delivery_is_matched_to_its_push_across_a_redirect(source, crawlbase):
     old, new = f"{SITE}/setup/", f"{SITE}/install/"
