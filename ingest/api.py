@@ -56,8 +56,16 @@ class RecrawlRequestSerializer(serializers.Serializer):
         help_text="A source id: push its pages (with due=true, only the due ones).",
     )
     due = serializers.BooleanField(default=True)
+    dry_run = serializers.BooleanField(
+        default=False, help_text="Count what would be queued; queue nothing."
+    )
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        # An unknown field is refused, not ignored: a misspelt "dry_run" would
+        # otherwise push every page it meant to count.
+        unknown = sorted(set(self.initial_data) - set(self.fields))
+        if unknown:
+            raise serializers.ValidationError(f"Unknown fields: {', '.join(unknown)}.")
         if bool(attrs.get("urls")) == bool(attrs.get("source")):
             raise serializers.ValidationError("Give either urls or source.")
         return attrs
@@ -87,23 +95,33 @@ class RecrawlView(APIView):
 
     @extend_schema(
         request=RecrawlRequestSerializer,
-        responses={202: RecrawlResponseSerializer, 400: dict, 401: dict, 403: dict},
+        responses={
+            200: RecrawlResponseSerializer,  # a dry run
+            202: RecrawlResponseSerializer,
+            400: dict,
+            401: dict,
+            403: dict,
+        },
     )
     def post(self, request: Request) -> Response:
         body = RecrawlRequestSerializer(data=request.data, context={"request": request})
         body.is_valid(raise_exception=True)
         data = body.validated_data
+        dry_run = data["dry_run"]
         if data.get("urls"):
-            plan = urls_recrawl(urls=data["urls"], user=request.user)
+            plan = urls_recrawl(urls=data["urls"], user=request.user, dry_run=dry_run)
         else:
-            plan = recrawl_due(source=data["source"], everything=not data["due"])
+            plan = recrawl_due(
+                source=data["source"], everything=not data["due"], dry_run=dry_run
+            )
         if plan.busy:
             return Response(
                 {"error": "busy", "detail": str(plan)},
                 status=status.HTTP_409_CONFLICT,
             )
         return Response(
-            RecrawlResponseSerializer(plan).data, status=status.HTTP_202_ACCEPTED
+            RecrawlResponseSerializer(plan).data,
+            status=status.HTTP_200_OK if dry_run else status.HTTP_202_ACCEPTED,
         )
 
 

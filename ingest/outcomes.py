@@ -291,7 +291,9 @@ def _validators_keep(delivery: Delivery, page: Page) -> None:
     )
 
 
-def apply_gone(delivery: Delivery, page: Page) -> Outcome:
+def apply_gone(delivery: Delivery, page: Page, pushed: Page | None) -> Outcome:
+    """The page answers 404 or 410: a tombstone. A pushed page that led to it
+    leaves search too, pointing to it: its address now ends at a missing page."""
     with transaction.atomic():
         locked = page_lock_for(delivery, page)
         if locked is None:
@@ -307,6 +309,7 @@ def apply_gone(delivery: Delivery, page: Page) -> Outcome:
             original_status=delivery.original_status or 404,
         )
         locked.save()
+        _redirect(pushed, locked, delivery)
         return delivery_finish(delivery, locked, Outcome.DELETED)
 
 

@@ -3,7 +3,8 @@
 1. the URL belongs to no source (``sources.scope``): out of scope, or rejected and
    out of search if it was a page; a page whose URL belongs to another source now
    moves there first;
-2. ``Original-Status`` 404 or 410: tombstone;
+2. ``Original-Status`` 404 or 410: tombstone (and the URL asked for, if it led
+   there, points to it and leaves search, as in 5);
 3. the crawler's status is not 200, or the site's is 4xx/5xx: a failure on the page,
    its content kept;
 4. ``Original-Status`` 304 (the built-in crawler's conditional request): a live page
@@ -127,7 +128,7 @@ def _ingest(delivery: Delivery, scope: ScopeMap) -> Outcome:
         return delivery_finish(delivery, page, Outcome.REJECTED, note)
     try:
         if delivery.original_status in GONE_STATUSES:
-            return apply_gone(delivery, page)
+            return apply_gone(delivery, page, pushed)
         _check_crawl_succeeded(delivery)
         if delivery.original_status == NOT_MODIFIED:
             return apply_not_modified(delivery, page, pushed)

@@ -141,14 +141,20 @@ def _fetched_not_indexed() -> Q:
 
 
 def urls_recrawl(
-    *, urls: Iterable[str], user: Caller, source: Source | None = None
+    *,
+    urls: Iterable[str],
+    user: Caller,
+    source: Source | None = None,
+    dry_run: bool = False,
 ) -> RecrawlPlan:
     """Queue these URLs: pages are created for new ones, in the source each URL
     belongs to (which must be ``source``, if one is given); URLs that belong to no
     source (or not to ``source``), or cannot be parsed, are counted. A URL of a
-    source hidden from ``user`` counts as one of no source: the same answer."""
+    source hidden from ``user`` counts as one of no source: the same answer. With
+    ``dry_run``, only counted: no page made, nothing queued."""
     plan = RecrawlPlan()
     ids = []
+    new = 0
     scope = ScopeMap()
     hidden = set(Source.objects.hidden_from(user).values_list("pk", flat=True))
     with transaction.atomic():
@@ -161,10 +167,14 @@ def urls_recrawl(
             if hidden & {owner.pk, page.source_id if page else owner.pk}:
                 plan.out_of_scope += 1
                 continue
+            if page is None and dry_run:
+                new += 1
+                continue
             if page is None:
                 page = Page.objects.create(url=url, source=owner)
             ids.append(page.pk)
-        found = pages_recrawl(pages=Page.objects.filter(pk__in=ids))
+        found = pages_recrawl(pages=Page.objects.filter(pk__in=ids), dry_run=dry_run)
+    found.selected += new
     found.out_of_scope = plan.out_of_scope
     return found
 

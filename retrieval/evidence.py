@@ -20,6 +20,13 @@ is about, never which one. A question about a product the documentation never
 names is about another product's documentation. One unknown name among known ones
 is more likely the asker's own word for something the documentation names
 otherwise ("Mac" beside "Homebrew"), so it takes half.
+
+The keyword hits also say which chunks hold a **word of the question's own**: one
+that at most OWN_CHUNKS chunks hold (an error code, a product's name, a word new
+since the counts). A model's vector of a word it has never seen stands for
+nothing, so the question's other words alone place it, and pages sharing them
+come out nearest; the search ranks a chunk holding such a word, and most of the
+question's weight, before them (``retrieval.search``).
 """
 
 from __future__ import annotations
@@ -35,6 +42,13 @@ from retrieval.keywords import QueryTerms
 LEXICAL_COVERAGE = 0.6
 # Keyword hits looked at, best first.
 LEXICAL_HITS = 10
+# Chunks that may hold a word of the question's own (see the module docstring):
+# an identifier or error code defined once and mentioned twice. On the manual, 46
+# pages given one paragraph alike but for a word of its own each: searching each
+# paragraph found 8 of them in the top 5 with the vector list above its floor, 45
+# with this rule (the 46th paragraph went into a table of contents, which is not
+# read); the golden sets' recall@5 and MRR did not move (docs/benchmarks.md).
+OWN_CHUNKS = 3
 
 
 @dataclass(frozen=True)
@@ -70,6 +84,28 @@ def held_share(terms: QueryTerms, matched: int) -> float:
     whole = sum(t.weight for t in terms.terms)
     held = sum(t.weight for bit, t in enumerate(terms.terms) if matched & (1 << bit))
     return held / whole if whole else 0.0
+
+
+def own_terms(terms: QueryTerms, matched: list[int]) -> int:
+    """Bits of the question's own words: the terms that the counts give at most
+    OWN_CHUNKS chunks (none: a word new since the counts) and that one to
+    OWN_CHUNKS of the keyword hits hold (``matched``: their bits). A word new
+    since the counts that many new pages hold is held by many hits: not its own.
+    The hits are the best by score, so a rarer word's holders are among them."""
+    own = 0
+    for bit, term in enumerate(terms.terms):
+        if term.chunks > OWN_CHUNKS:
+            continue
+        holders = sum(1 for bits in matched if bits & (1 << bit))
+        if 1 <= holders <= OWN_CHUNKS:
+            own |= 1 << bit
+    return own
+
+
+def holds_own_word(terms: QueryTerms, matched: int, own: int) -> bool:
+    """Whether a chunk with these bits holds a word of the question's own
+    (``own_terms``) and enough of its weight to be evidence by itself."""
+    return bool(matched & own) and held_share(terms, matched) >= LEXICAL_COVERAGE
 
 
 def evidence_weigh(

@@ -6,11 +6,20 @@ be cut, prose at sentences, then words, then characters; lists at items; fenced 
 and tables at lines (a single monstrous line at characters), each code piece a
 fenced block of its own with the opening fence repeated, each table piece with the
 header rows repeated. Consecutive pieces of long prose share one sentence.
+
+An edit re-embeds the chunks it touches, so a long table or code block is cut where
+its own lines say, not where its length does: a piece ends, once at least half
+full, after the line of the lowest hash it could end at. Cutting into equal shares
+(or as full as possible) moved every later cut when one row grew, and the reference
+table of 400 rows was embedded again whole for one edited cell. A table's cells
+lose the spaces that align its columns for the same reason: one wider cell padded
+every row again.
 """
 
 from __future__ import annotations
 
 import re
+import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
@@ -23,6 +32,9 @@ OVERLAP_TOKENS = 60
 JOIN_TOKENS = 2
 TABLE_ROW = re.compile(r"^\s*\|")
 TABLE_DELIMITER = re.compile(r"^\s*\|?\s*:?-+:?\s*(?:\|\s*:?-*:?\s*)*\|?\s*$")
+# A cell's edge: a pipe no backslash escapes.
+CELL_EDGE = re.compile(r"(?<!\\)\|")
+DELIMITER_CELL = re.compile(r"^\s*(:?)-*(:?)\s*$")
 LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s")
 
 
@@ -73,6 +85,9 @@ class _Piece:
     prose: bool
     joiner: str = "\n\n"  # what joins it to the piece before
     continues: bool = False  # goes on with the paragraph the piece before began
+    # Starts a chunk: a later piece of a cut table or code block, which another
+    # piece of it beside it would make one chunk of two frames.
+    alone: bool = False
 
 
 def _pieces(
@@ -88,6 +103,8 @@ def _pieces(
 def _block_pieces(
     block: str, *, room: int, limit: int, joiner: str = "\n\n"
 ) -> Iterator[_Piece]:
+    if TABLE_ROW.match(block):
+        block = table_compact(block)
     tokens = count_tokens(block)
     prose = _is_prose(block)
     if tokens <= room:
@@ -146,7 +163,7 @@ def _code_pieces(block: str, *, room: int, limit: int, joiner: str) -> Iterator[
     body = "\n".join(lines[1:close])
     parts = _framed(body, head=f"{opener}\n", tail=f"\n{closer}", room=room)
     for index, (text, tokens) in enumerate(parts):
-        yield _Piece(text, tokens, False, joiner if index == 0 else "\n\n")
+        yield _Piece(text, tokens, False, "\n\n" if index else joiner, alone=index > 0)
     if close + 1 < len(lines):
         after = "\n".join(lines[close + 1 :])
         yield from _block_pieces(after, room=limit, limit=limit, joiner="\n")
@@ -166,24 +183,76 @@ def _table_pieces(block: str, *, room: int, joiner: str) -> Iterator[_Piece]:
     head = "\n".join(lines[:2]) + "\n" if has_header else ""
     body = "\n".join(lines[2:] if has_header else lines)
     for index, (text, tokens) in enumerate(_framed(body, head=head, room=room)):
-        yield _Piece(text, tokens, False, joiner if index == 0 else "\n\n")
+        yield _Piece(text, tokens, False, "\n\n" if index else joiner, alone=index > 0)
+
+
+def table_compact(block: str) -> str:
+    """A Markdown table's rows with one space either side of each cell's text, and
+    ``---`` (with its alignment colons) for each cell of the delimiter row."""
+    rows = []
+    for line in block.split("\n"):
+        cells = CELL_EDGE.split(line.strip())
+        if len(cells) < 3 or cells[0] or cells[-1]:
+            rows.append(line)  # not a row of pipes at both ends: left as it is
+            continue
+        inner = cells[1:-1]
+        if TABLE_DELIMITER.match(line):
+            inner = [
+                f"{m.group(1)}---{m.group(2)}" if (m := DELIMITER_CELL.match(c)) else c
+                for c in inner
+            ]
+        rows.append("| " + " | ".join(cell.strip() for cell in inner) + " |")
+    return "\n".join(rows)
+
+
+def _line_groups(body: str, limit: int) -> list[str]:
+    """``body``'s lines in groups of at most about ``limit`` tokens (as counted line
+    by line; ``_framed`` checks the framed pieces). A group, once half full, ends
+    after the line of the lowest hash it could end at, so that a cut depends on
+    the lines around it only. A line too long alone is cut at characters."""
+    lines = body.split("\n")
+    sizes = [count_tokens(line) + 1 for line in lines]  # with its line end
+    groups: list[str] = []
+    start = 0
+    while start < len(lines):
+        if sizes[start] > limit:
+            groups += [
+                text for text, _ in split_tokens(lines[start], limit, lines=True)
+            ]
+            start += 1
+            continue
+        end, size, best = start, 0, None
+        while end < len(lines) and size + sizes[end] <= limit:
+            size += sizes[end]
+            if 2 * size >= limit and (
+                best is None or _mark(lines[end]) < _mark(lines[best])
+            ):
+                best = end
+            end += 1
+        if end < len(lines) and best is not None:
+            end = best + 1
+        groups.append("\n".join(lines[start:end]))
+        start = end
+    return groups
+
+
+def _mark(line: str) -> int:
+    return zlib.crc32(line.encode())
 
 
 def _framed(
     body: str, *, head: str, tail: str = "", room: int
 ) -> list[tuple[str, int]]:
-    """``body`` cut at lines into pieces that fit ``room`` with ``head`` before and
-    ``tail`` after each, with their token counts. A frame that would leave less
-    than three quarters of the room (a monstrous info string) is dropped: the
-    lines are cut bare."""
+    """``body`` cut at lines (``_line_groups``) into pieces that fit ``room`` with
+    ``head`` before and ``tail`` after each, with their token counts. A frame that
+    would leave less than three quarters of the room (a monstrous info string) is
+    dropped: the lines are cut bare."""
     frame = count_tokens(head) + count_tokens(tail) + JOIN_TOKENS
     if frame > room // 4:
         return split_tokens(f"{head}{body}{tail}", room, lines=True)
     limit = room - frame
     while True:
-        framed = [
-            f"{head}{text}{tail}" for text, _ in split_tokens(body, limit, lines=True)
-        ]
+        framed = [f"{head}{text}{tail}" for text in _line_groups(body, limit)]
         counted = [(text, count_tokens(text)) for text in framed]
         excess = max(tokens for _, tokens in counted) - room
         if excess <= 0:
@@ -213,7 +282,11 @@ def _pack(pieces: Iterable[_Piece], *, sticky: str, limit: int) -> Iterator[str]
     size = bound = 0  # the sum of the pieces' counts; an upper bound of the chunk's
     last_sentence = ""
     for piece in pieces:
-        full = bool(chunk) and chunk != sticky and size + piece.tokens > limit
+        full = (
+            bool(chunk)
+            and chunk != sticky
+            and (piece.alone or size + piece.tokens > limit)
+        )
         grown = None if full else _grown(chunk, bound, piece, limit=limit)
         if grown is None:
             # A full chunk; or, where the tokenizer beats the room kept for it, a

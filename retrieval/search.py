@@ -18,7 +18,13 @@ from django.conf import settings
 from kbsite.parallel import beside
 from retrieval import sql
 from retrieval.embedder import Embedder
-from retrieval.evidence import Evidence, evidence_weigh, names_unknown
+from retrieval.evidence import (
+    Evidence,
+    evidence_weigh,
+    holds_own_word,
+    names_unknown,
+    own_terms,
+)
 from retrieval.keywords import (
     KEYWORD_HITS,
     NO_TERMS,
@@ -165,6 +171,7 @@ def chunks_search(
         release_notes_weight=(
             1.0 if ABOUT_CHANGE.search(query) else RELEASE_NOTES_WEIGHT
         ),
+        first=_pages_with_own_words(terms, keyword_hits),
     )
     if not evidence.enough:
         return SearchResult(
@@ -186,6 +193,16 @@ def _vector_weight(evidence: Evidence) -> float:
     if evidence.floor is None:
         return VECTOR_WEIGHT_NO_FLOOR
     return VECTOR_WEIGHT if evidence.vector else VECTOR_WEIGHT_BELOW_FLOOR
+
+
+def _pages_with_own_words(terms: QueryTerms, keyword_hits: list[Hit]) -> set[int]:
+    """Pages of a keyword hit holding a word of the question's own and most of its
+    weight (``retrieval.evidence.own_terms``): ranked first, as the vector list
+    cannot weigh that word."""
+    own = own_terms(terms, [h.matched for h in keyword_hits])
+    if not own:
+        return set()
+    return {h.page_id for h in keyword_hits if holds_own_word(terms, h.matched, own)}
 
 
 def _with_full_rows(hits: list[Hit]) -> list[Hit]:
@@ -255,11 +272,13 @@ def _fuse(
     *,
     vector_weight: float,
     release_notes_weight: float = 1.0,
+    first: set[int] | frozenset[int] = frozenset(),
 ) -> list[Hit]:
     """Chunks by fused score. Pages are what gets cited, so each list votes for
     pages (by their best chunk's rank in it) as well as for chunks: a page whose
     best vector chunk and best keyword chunk differ still gets both votes. A page
-    of release notes gets ``release_notes_weight`` of its votes."""
+    of release notes gets ``release_notes_weight`` of its votes. The pages in
+    ``first`` come before the others, each group by fused score."""
     by_chunk: dict[int, Hit] = {}
     for hit in vector_hits + keyword_hits:
         fused = by_chunk.setdefault(
@@ -289,7 +308,10 @@ def _fuse(
             for rank_of, weight in weights.items()
             if getattr(hit, rank_of) is not None
         )
-    return sorted(by_chunk.values(), key=lambda h: (-h.score, -h.chunk_score, h.pk))
+    return sorted(
+        by_chunk.values(),
+        key=lambda h: (h.page_id not in first, -h.score, -h.chunk_score, h.pk),
+    )
 
 
 def _diverse(hits: list[Hit], *, k: int, per_page: int) -> list[Hit]:

@@ -6,7 +6,7 @@ import pytest
 
 from kbsite.text import clean_inline, count_tokens
 from retrieval.chunking import ChunkDraft, chunk_markdown
-from retrieval.packing import MAX_TOKENS
+from retrieval.packing import MAX_TOKENS, table_compact
 
 PAGE = """Intro before any heading.
 
@@ -54,12 +54,10 @@ def test_a_heading_with_no_text_of_its_own_lives_on_in_the_path():
     assert all(c.text != "# Install" for c in chunk_markdown(PAGE))
 
 
-def test_tables_and_code_survive_intact():
+def test_tables_and_code_survive_intact_tables_without_the_spaces_aligning_them():
     chunks = chunk_markdown(PAGE)
 
-    assert "| Setting | Default |\n| ------- | ------- |\n| DEBUG   | false   |" in (
-        chunks[2].text
-    )
+    assert "| Setting | Default |\n| --- | --- |\n| DEBUG | false |" in chunks[2].text
 
 
 def test_the_embedded_text_has_title_and_path_but_no_link_targets():
@@ -171,10 +169,11 @@ def test_a_huge_code_block_is_cut_at_lines_into_fenced_blocks():
 
 
 def test_a_huge_table_is_cut_between_rows_each_piece_under_the_header():
-    header = "| Setting | Default |\n| ------- | ------- |"
+    header = "| Setting | Default |\n| --- | --- |"
     rows = [f"| setting_{i} | value {i * 7} |" for i in range(10_000)]
+    aligned = "| Setting | Default |\n| ------- | ------- |"
 
-    chunks = chunk_markdown(f"## Settings\n\n{header}\n" + "\n".join(rows) + "\n")
+    chunks = chunk_markdown(f"## Settings\n\n{aligned}\n" + "\n".join(rows) + "\n")
 
     assert_under_the_cap(chunks)
     kept = []
@@ -400,3 +399,49 @@ def test_no_chunk_of_many_random_pages_is_over_the_cap():
 
         if chunks:
             assert_under_the_cap(chunks)
+
+
+def long_table(edited: int | None = None, rows: int = 600) -> str:
+    lines = "\n".join(
+        f"| `KEYWORD_{n:03d}` | reserved{' (function or type)' if n % 3 else ''}"
+        f"{' Added since.' if n == edited else ''} | {'non-' * (n % 2)}reserved |"
+        for n in range(rows)
+    )
+    head = "| Key word | PostgreSQL | SQL |\n| --- | --- | --- |"
+    return f"## Key words\n\n{head}\n{lines}\n"
+
+
+def long_code(edited: int | None = None, lines: int = 900) -> str:
+    body = "\n".join(
+        f"    total_{n} = compute(step={n}, mode='fast')"
+        f"{'  # changed' if n == edited else ''}"
+        for n in range(lines)
+    )
+    return f"## Listing\n\n```python\ndef run():\n{body}\n```\n"
+
+
+@pytest.mark.parametrize("page", [long_table, long_code])
+def test_an_edit_in_a_long_table_or_code_block_changes_only_the_chunks_near_it(page):
+    before = set(hashes(page()))
+    changed = {
+        edited: len(set(hashes(page(edited=edited))) - before)
+        for edited in (0, 7, 150, 333, 598)
+    }
+
+    assert len(before) >= 10
+    assert all(1 <= count <= 2 for count in changed.values()), changed
+
+
+@pytest.mark.parametrize(
+    ("table", "compact"),
+    [
+        ("| a   | bb |\n| --- | -- |", "| a | bb |\n| --- | --- |"),
+        ("| ccc | d  |", "| ccc | d |"),
+        ("|:--- | ---:| :-: |", "| :--- | ---: | :---: |"),
+        ("| `a \\| b` |  x |", "| `a \\| b` | x |"),
+        ("|  |  empty |", "|  | empty |"),
+        ("a | b\n--- | ---", "a | b\n--- | ---"),
+    ],
+)  # fmt: skip
+def test_a_tables_cells_lose_the_spaces_that_align_them(table, compact):
+    assert table_compact(table) == compact

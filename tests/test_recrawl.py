@@ -23,6 +23,7 @@ from ingest.recrawl import SITEMAPS_TASK, recrawl_due, source_crawl_start, urls_
 from ingest.sitemap_seeds import source_sitemaps_push
 from kbsite.sitemaps import Entry
 from retrieval.models import Chunk
+from retrieval.questions import search_run
 from sources.models import SYSTEM, Page, Source
 from sources.replan import checks_since, source_schedule_replan, sources_schedule_replan
 from sources.services import pages_sitemap_dated
@@ -291,6 +292,46 @@ def test_push_deliver_index_recrawl_one_changed_chunk_then_gone(source, crawlbas
     assert not Chunk.objects.filter(page=page).exists()
 
 
+def key_words_page(edited: int | None = None) -> str:
+    """A reference table as long as the PostgreSQL manual's key words, one cell of
+    row ``edited`` a sentence longer."""
+    rows = "".join(
+        f"<tr><td><code>KEYWORD_{n:03d}</code></td>"
+        f"<td>reserved{' (can be function or type)' if n % 3 else ''}"
+        f"{' Added by the recrawl.' if n == edited else ''}</td>"
+        f"<td>{'non-reserved' if n % 2 else 'reserved'}</td></tr>"
+        for n in range(400)
+    )
+    return (
+        "<html><head><title>Key Words</title></head><body><main><h1>Key Words</h1>"
+        "<h2>The list</h2><p>Every key word of the language.</p><table><tr>"
+        f"<th>Key word</th><th>PostgreSQL</th><th>SQL:2016</th></tr>{rows}</table>"
+        "</main></body></html>"
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("row", [5, 200, 395])
+def test_one_edited_row_of_a_long_table_embeds_only_the_chunks_around_it(
+    source, crawlbase, row
+):
+    url = f"{SITE}/keywords/"
+    crawlbase.site[url] = SitePage(body=key_words_page())
+    assert crawl(crawlbase, urls=[url]) == ["embedded"]
+    page = Page.objects.get(url=url)
+    before = set(page.chunks.values_list("embed_hash", flat=True))
+    assert len(before) >= 8
+
+    crawlbase.site[url] = SitePage(body=key_words_page(edited=row))
+    make_due(page)
+    assert crawl(crawlbase) == ["embedded"]
+
+    after = set(page.chunks.values_list("embed_hash", flat=True))
+    assert 1 <= len(after - before) <= 2, f"{len(after - before)} of {len(after)}"
+    delivery = Delivery.objects.order_by("-pk").first()
+    assert f"{len(after - before)} new chunk texts" in delivery.error
+
+
 @pytest.mark.django_db(transaction=True)
 def test_a_delivery_is_matched_to_its_push_across_a_redirect(source, crawlbase):
     old, new = f"{SITE}/setup/", f"{SITE}/install/"
@@ -304,6 +345,33 @@ def test_a_delivery_is_matched_to_its_push_across_a_redirect(source, crawlbase):
     assert push.state == Push.State.DELIVERED
     assert Page.objects.get(url=old).redirect_to == Page.objects.get(url=new)
     assert Page.objects.get(url=new).is_live
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("status", [404, 410])
+def test_a_page_whose_address_now_leads_to_a_gone_page_leaves_search(
+    source, crawlbase, status
+):
+    old, new = f"{SITE}/setup/", f"{SITE}/install/"
+    crawlbase.site[old] = SitePage(body=edited_page("Run zyxwal install."))
+    crawl(crawlbase, urls=[old])
+    assert urls_found("zyxwal") == [old]
+
+    # The site now sends the old address to a page that is not there.
+    crawlbase.site[old] = SitePage(status=status, body="Not found", final_url=new)
+    make_due(Page.objects.get(url=old))
+
+    assert crawl(crawlbase) == ["deleted"]
+    assert urls_found("zyxwal") == []
+    page = Page.objects.get(url=old)
+    assert page.status == Page.Status.REDIRECTED and not page.chunks.exists()
+    assert page.redirect_to.url == new
+    assert Page.objects.get(url=new).status == Page.Status.GONE
+
+
+def urls_found(query: str) -> list[str]:
+    reader = User.objects.get_or_create(username="reader")[0]
+    return [c.page.url for c in search_run(query=query, user=reader, k=5)]
 
 
 @pytest.mark.django_db(transaction=True)
@@ -526,12 +594,45 @@ def test_staff_queue_urls_or_a_sources_due_pages(source, staff):
 
 
 @pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("body", "selected"),
+    [
+        ({"source": "SOURCE", "due": True}, 2),
+        ({"source": "SOURCE", "due": False}, 3),
+        ({"urls": [f"{SITE}/due/", f"{SITE}/new/", "https://else.where/"]}, 2),
+    ],
+)
+def test_a_dry_run_recrawl_by_the_api_counts_and_pushes_nothing(
+    source, staff, crawlbase, body, selected
+):
+    make_page(source, "/due/")
+    make_page(source, "/in-flight/")
+    make_page(source, "/later/", next_crawl_at=timezone.now() + timedelta(days=1))
+    Push.objects.create(
+        rid="flying", page=Page.objects.get(url=f"{SITE}/in-flight/"),
+        url=f"{SITE}/in-flight/", state=Push.State.SENT, pushed_at=timezone.now(),
+    )  # fmt: skip
+    body = {k: source.pk if v == "SOURCE" else v for k, v in body.items()}
+
+    response = staff.post("/api/recrawl/", body | {"dry_run": True}, format="json")
+    pushes_send()
+
+    assert response.status_code == 200
+    assert response.json()["selected"] == selected
+    assert response.json()["queued"] == 0
+    assert Push.objects.count() == 1 and crawlbase.pushes == []
+    assert not Page.objects.filter(url=f"{SITE}/new/").exists()
+
+
+@pytest.mark.django_db
 def test_a_bad_recrawl_request_is_a_400_with_a_json_error(source, staff):
     for body in [{}, {"urls": ["not a url"]}, {"urls": [f"{SITE}/"], "source": 1},
-                 {"source": 999999}]:  # fmt: skip
+                 {"source": 999999}, {"source": source.pk, "dryrun": True},
+                 {"source": source.pk, "dry_run": "perhaps"}]:  # fmt: skip
         response = staff.post("/api/recrawl/", body, format="json")
         assert response.status_code == 400, body
         assert response.json()["error"]
+    assert not Push.objects.exists()
 
 
 @pytest.mark.django_db

@@ -15,28 +15,35 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connection, transaction
 from django.test import override_settings
+from django.utils import timezone
 from psycopg.sql import SQL
 
+from ingest.models import Push
+from ingest.process import delivery_process
 from kbsite.parallel import settle
 from kbsite.sqlrows import column
 from retrieval import search
 from retrieval import sql as retrieval_sql
 from retrieval.answer import NO_EVIDENCE
 from retrieval.evaluation import phrase_in
-from retrieval.keywords import keyword_ranked, query_terms
-from retrieval.models import Chunk, QueryLog
+from retrieval.evidence import own_terms
+from retrieval.keywords import QueryTerms, Term, keyword_ranked, query_terms
+from retrieval.models import Chunk, Lexeme, QueryLog
 from retrieval.questions import _log, question_answer, search_run
 from retrieval.search import SearchMode, chunks_search
 from retrieval.searchable import SearchFilters, searchable_chunks
 from retrieval.sql import KeywordHit
+from retrieval.statistics import index_statistics_refresh
 from sources.models import SYSTEM, Page, Source
 from tests.fakes.openai_api import FakeOpenAI
 from tests.world import (
     FIXTURES,
+    HARBOR,
     HarborWorld,
     harbor_load,
     harbor_url,
     ingest_markdown,
+    receive_delivery,
 )
 
 
@@ -503,3 +510,98 @@ class RareTermTests(HarborWorld):
 )
 def test_a_phrase_is_in_an_answer_whatever_its_case_and_spacing(phrase, text, found):
     assert phrase_in(phrase, text) is found
+
+
+# -- a word of its own, new since the counts ------------------------------------------
+
+# A paragraph that pages share but for one word, as when many pages gain the same
+# notice: the other words place it for the vectors, which cannot weigh a word
+# they have never seen.
+NOTICE = "Operators who tune this feature also consult the {} checklist first."
+OTHER_SOURCE = f"{HARBOR}/guides/"
+
+
+def own_word_deliver(case: str, word: str) -> str:
+    """Deliver the page that gains the notice with ``word`` (the counts are not
+    refreshed), as ``case`` says; returns the URL it is found at."""
+    queues = (FIXTURES / "corpus" / "queues.md").read_text()
+    edited = f"{queues}\nJobs keep their place. {NOTICE.format(word)}\n"
+    moved_to = {
+        "moved to another address": harbor_url("job-queues"),
+        "moved to another source": f"{OTHER_SOURCE}queues/",
+    }
+    rid = None
+    if case == "a new page":
+        url, body = harbor_url("draining"), "# Draining\n\n" + edited.split("\n", 1)[1]
+    elif case == "an edited page":
+        url, body = harbor_url("queues"), edited
+    else:
+        # The site moved the page: the URL pushed answers from its new address.
+        url, body, rid = moved_to[case], edited, "moved"
+        Push.objects.create(
+            rid=rid,
+            page=Page.objects.get(url=harbor_url("queues")),
+            url=harbor_url("queues"),
+            state=Push.State.SENT,
+            pushed_at=timezone.now(),
+        )
+    delivery = receive_delivery(url, body, rid=rid, content_type="text/markdown")
+    delivery_process(delivery_id=delivery.pk)
+    if rid is not None:
+        assert Page.objects.get(url=harbor_url("queues")).redirect_to.url == url
+    return url
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "case",
+    ["a new page", "an edited page", "moved to another address",
+     "moved to another source"],
+)  # fmt: skip
+def test_a_word_new_since_the_counts_finds_its_page(case, settings):
+    harbor_load()
+    Source.objects.create(name="Harbor guides", seed_urls=OTHER_SOURCE)
+    # Twelve pages already carry the notice with no word of their own, in short
+    # chunks the vectors put nearest; the counts have seen them.
+    for n in range(12):
+        delivery = receive_delivery(harbor_url(f"notice-{n}"),
+                                    f"# Notice {n}\n\n{NOTICE.format('')}\n",
+                                    content_type="text/markdown")  # fmt: skip
+        delivery_process(delivery_id=delivery.pk)
+    index_statistics_refresh(force=True)
+    # The vector list above its floor, as a model's is: it votes the most.
+    settings.RELEVANCE_FLOOR = 0.1
+    url = own_word_deliver(case, "zarquonel")
+    if case == "moved to another source":
+        assert Page.objects.get(url=url).source.name == "Harbor guides"
+
+    reader = User.objects.create_user("reader", password="a long password 1")
+
+    assert not Lexeme.objects.filter(word="zarquonel").exists()
+    found = search_run(query=NOTICE.format("zarquonel"), user=reader, k=5)
+    assert url in urls(found)
+    assert urls(found)[0] == url
+
+
+@pytest.mark.parametrize(
+    ("counted", "held_by", "own"),
+    [
+        (0, 1, True),  # new since the counts, on one page
+        (0, 2, True),
+        (2, 1, True),  # counted rare, held once
+        (0, 4, False),  # new since the counts, on many pages: a word they share
+        (40, 1, False),  # common: most of its chunks are not among the hits
+        (0, 0, False),  # held by none
+    ],
+)
+def test_a_word_of_the_questions_own_is_rare_by_the_counts_and_the_hits(
+    counted, held_by, own
+):
+    terms = QueryTerms(
+        terms=[Term(text="queue", chunks=30, weight=1.0),
+               Term(text="zarquonel", chunks=counted, weight=5.0)],
+        total=100,
+    )  # fmt: skip
+    hits = [0b11] * held_by + [0b01] * 20
+
+    assert own_terms(terms, hits) == (0b10 if own else 0)
