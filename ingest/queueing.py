@@ -133,14 +133,18 @@ def _elide_values(line: str) -> str:
     return line
 
 
-def delivery_retry_later(*, delivery: Delivery, error: str) -> Delivery.State | None:
+def delivery_retry_later(
+    *, delivery: Delivery, error: str, cut_off: bool = False
+) -> Delivery.State | None:
     """After an error: queued again after a backoff (DELIVERY_RETRY_SECONDS, ×4 per
-    attempt), or failed once DELIVERY_MAX_ATTEMPTS attempts are spent. None if
-    another run has taken the delivery up since this one claimed it."""
-    # After the database restarted under the job, its connection is dead, and
-    # Django reconnects only between requests: take a new one, or the retry would
-    # fail too and leave the delivery processing until the sweep.
-    cut_off = not connection.in_atomic_block and _connection_renewed()
+    attempt), at once if the run was ``cut_off`` (it lost its database connection),
+    or failed once DELIVERY_MAX_ATTEMPTS attempts are spent. None if another run
+    has taken the delivery up since this one claimed it."""
+    if not connection.in_atomic_block:
+        # After the database restarted under the job, its connection is dead, and
+        # Django reconnects only between requests: take a new one, or the retry
+        # would fail too and leave the delivery processing until the sweep.
+        connection.close_if_unusable_or_obsolete()
     if delivery.attempts >= settings.DELIVERY_MAX_ATTEMPTS:
         delivery.mark_failed(error=error)
         return Delivery.State.FAILED
@@ -165,18 +169,18 @@ def delivery_retry_later(*, delivery: Delivery, error: str) -> Delivery.State | 
     return Delivery.State.QUEUED
 
 
-def _connection_renewed() -> bool:
-    """Close this process's connection if a statement failed on it and it no
-    longer answers (the database restarted, or the network cut it), so that the
-    next statement opens a new one; whether it was."""
-    if connection.connection is None or not connection.errors_occurred:
-        connection.close_if_unusable_or_obsolete()
+def connection_lost() -> bool:
+    """Whether this process's connection is gone, after a database error: closed
+    under the run, or it could not connect again, or it no longer answers (then
+    it is closed, so that the next statement opens a new one)."""
+    if connection.in_atomic_block:
         return False
-    if connection.is_usable():
-        connection.close_if_unusable_or_obsolete()
-        return False
-    connection.close()
-    return True
+    if connection.connection is None:
+        return True
+    if connection.errors_occurred and not connection.is_usable():
+        connection.close()
+        return True
+    return False
 
 
 def deliveries_bodies_expire() -> int:

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from datetime import datetime, timedelta
 from unittest import mock
 
+import psycopg
 import pytest
 from django.conf import settings
 from django.db import OperationalError, connection, transaction
@@ -310,6 +311,7 @@ def test_a_queued_delivery_stranded_by_a_restart_is_queued_again_at_once(
     ("failure", "backoff"),
     [
         ("the run's connection was cut", False),
+        ("the run could not connect again, the server starting", False),
         ("a statement timed out, the connection still answers", True),
         ("the embedding provider failed", True),
     ],
@@ -324,6 +326,13 @@ def test_a_run_cut_off_by_the_database_is_queued_again_without_a_backoff(
     def fail(delivery: Delivery) -> None:
         if failure == "the embedding provider failed":
             raise RuntimeError("the provider answered 500")
+        if failure == "the run could not connect again, the server starting":
+            connection.close()  # as a health check closes a dead session
+            starting = psycopg.OperationalError("the database system is starting up")
+            with mock.patch.object(
+                connection, "get_new_connection", side_effect=starting
+            ):
+                connection.ensure_connection()
         with connection.cursor() as cursor:
             if failure == "the run's connection was cut":  # as a restart does
                 cursor.execute("SELECT pg_terminate_backend(pg_backend_pid())")
