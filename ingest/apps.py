@@ -78,6 +78,12 @@ def _worker_started(sender: Any, **kwargs: Any) -> None:
     worker_started(sender, **kwargs)
 
 
+def _database_back(sender: Any, **kwargs: Any) -> None:
+    from ingest.resume import database_back
+
+    database_back(sender, **kwargs)
+
+
 class IngestConfig(AppConfig):
     name = "ingest"
     verbose_name = "Ingest"
@@ -86,9 +92,12 @@ class IngestConfig(AppConfig):
         from django_q.signals import post_spawn  # imports models: not before now
 
         from ingest import checks, schema  # noqa: F401  (registered on import)
+        from kbsite.queue_broker import database_back
 
         post_migrate.connect(_ensure_schedules, sender=self)
         post_save.connect(_source_saved, sender="sources.Source")
         post_save.connect(_change_recorded, sender="sources.PageVersion")
         # Each worker process django-q2 starts resumes the running crawls at once.
         post_spawn.connect(_worker_started, dispatch_uid="ingest.worker_started")
+        # The cluster queues again what a database outage stranded, once it is back.
+        database_back.connect(_database_back, dispatch_uid="ingest.database_back")

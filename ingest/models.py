@@ -103,16 +103,21 @@ class DeliveryQuerySet(models.QuerySet["Delivery"]):
         offered again after a crash must be able to take its delivery back)."""
         return self.filter(state__in=[Delivery.State.QUEUED, Delivery.State.PROCESSING])
 
-    def stalled(self, *, now: datetime) -> DeliveryQuerySet:
+    def stalled(self, *, now: datetime, restarted_at: datetime) -> DeliveryQuerySet:
         """Deliveries that should be moving and may have lost their job: claimed
         (whether by a run still alive is ``ingest.claims``' to say), or queued.
         A queued delivery's job is written with it, so it counts after a few
-        seconds (the clocks of the hosts that write the queue); a retry after a
-        backoff, a minute after it is due (django-q2's scheduler looks every 30 s).
+        seconds (the clocks of the hosts that write the queue), or at once if it
+        was queued before the database last started (a job taken then may have
+        failed in the outage); a retry after a backoff, a minute after it is due
+        (django-q2's scheduler looks every 30 s).
         """
         due = now - timedelta(minutes=1)
-        queued = Q(state=Delivery.State.QUEUED, queued_at__lt=now - QUEUED_SETTLE) & (
-            Q(next_attempt_at=None) | Q(next_attempt_at__lt=due)
+        settled = Q(queued_at__lt=now - QUEUED_SETTLE) | Q(queued_at__lt=restarted_at)
+        queued = (
+            Q(state=Delivery.State.QUEUED)
+            & settled
+            & (Q(next_attempt_at=None) | Q(next_attempt_at__lt=due))
         )
         return self.filter(queued | Q(state=Delivery.State.PROCESSING))
 

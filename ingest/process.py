@@ -33,7 +33,13 @@ from contextlib import nullcontext
 from urllib.parse import urlsplit
 
 from django.conf import settings
-from django.db import IntegrityError, connection, transaction
+from django.db import (
+    IntegrityError,
+    InterfaceError,
+    OperationalError,
+    connection,
+    transaction,
+)
 
 from ingest import wire
 from ingest.claims import delivery_held
@@ -48,7 +54,7 @@ from ingest.outcomes import (
     apply_same_reading,
 )
 from ingest.pipeline import source_content
-from ingest.queueing import delivery_retry_later, error_summary
+from ingest.queueing import connection_lost, delivery_retry_later, error_summary
 from ingest.rederive import source_boilerplate_catch_up
 from ingest.rescope import page_rescope, pages_rescope
 from sources.models import Page, Source
@@ -79,6 +85,11 @@ def delivery_process(*, delivery_id: int) -> Outcome | Delivery.State | None:
             return None
         except Exception as exc:  # anything unexpected is retried, then shown failed
             error = error_summary(exc)
+            # The database went away under the run? Asked now: letting go of
+            # the delivery below opens a new connection.
+            cut_off = (
+                isinstance(exc, OperationalError | InterfaceError) and connection_lost()
+            )
             # The stack, but of the message only the summary: it may quote page text.
             logger.error(
                 "delivery %s (rid %s) failed: %s\n%s",
@@ -94,7 +105,7 @@ def delivery_process(*, delivery_id: int) -> Outcome | Delivery.State | None:
     # handler, so that an error while scheduling the retry (the database gone)
     # reaches the queue's failure record without this one, and its message,
     # chained to it.
-    return delivery_retry_later(delivery=delivery, error=error)
+    return delivery_retry_later(delivery=delivery, error=error, cut_off=cut_off)
 
 
 def _process(delivery: Delivery) -> Outcome:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -133,10 +133,13 @@ def _elide_values(line: str) -> str:
     return line
 
 
-def delivery_retry_later(*, delivery: Delivery, error: str) -> Delivery.State | None:
+def delivery_retry_later(
+    *, delivery: Delivery, error: str, cut_off: bool = False
+) -> Delivery.State | None:
     """After an error: queued again after a backoff (DELIVERY_RETRY_SECONDS, ×4 per
-    attempt), or failed once DELIVERY_MAX_ATTEMPTS attempts are spent. None if
-    another run has taken the delivery up since this one claimed it."""
+    attempt), at once if the run was ``cut_off`` (it lost its database connection),
+    or failed once DELIVERY_MAX_ATTEMPTS attempts are spent. None if another run
+    has taken the delivery up since this one claimed it."""
     if not connection.in_atomic_block:
         # After the database restarted under the job, its connection is dead, and
         # Django reconnects only between requests: take a new one, or the retry
@@ -145,9 +148,10 @@ def delivery_retry_later(*, delivery: Delivery, error: str) -> Delivery.State | 
     if delivery.attempts >= settings.DELIVERY_MAX_ATTEMPTS:
         delivery.mark_failed(error=error)
         return Delivery.State.FAILED
-    delay = timedelta(
-        seconds=settings.DELIVERY_RETRY_SECONDS * 4 ** (delivery.attempts - 1)
-    )
+    # A run cut off by the database's restart says nothing of the delivery, and
+    # the database answers again (this retry is recorded): no backoff.
+    seconds = 0 if cut_off else settings.DELIVERY_RETRY_SECONDS
+    delay = timedelta(seconds=seconds * 4 ** (delivery.attempts - 1))
     at = timezone.now() + delay
     with transaction.atomic():
         if not delivery.mark_retry(error=error, at=at):
@@ -165,6 +169,20 @@ def delivery_retry_later(*, delivery: Delivery, error: str) -> Delivery.State | 
     return Delivery.State.QUEUED
 
 
+def connection_lost() -> bool:
+    """Whether this process's connection is gone, after a database error: closed
+    under the run, or it could not connect again, or it no longer answers (then
+    it is closed, so that the next statement opens a new one)."""
+    if connection.in_atomic_block:
+        return False
+    if connection.connection is None:
+        return True
+    if connection.errors_occurred and not connection.is_usable():
+        connection.close()
+        return True
+    return False
+
+
 def deliveries_bodies_expire() -> int:
     """Drop the bodies of out-of-scope deliveries kept long enough; how many."""
     expired = Delivery.objects.bodies_expired(now=timezone.now())
@@ -173,7 +191,8 @@ def deliveries_bodies_expire() -> int:
 
 def deliveries_requeue_stalled() -> int:
     """Queue again every delivery whose job is gone, so that each acknowledged
-    delivery reaches an outcome (run every minute). Returns how many were queued
+    delivery reaches an outcome (run every minute, and by the cluster as soon as
+    the database answers again after an outage). Returns how many were queued
     again; those out of attempts are marked failed instead.
 
     A delivery is left alone while a live run holds it (``ingest.claims``), or
@@ -182,11 +201,12 @@ def deliveries_requeue_stalled() -> int:
     A queued one also keeps a job a worker took since the database last started;
     one taken before may have failed in the outage, unable to acknowledge it, and
     the queue would offer it again only after Q_RETRY."""
-    stalled = list(Delivery.objects.stalled(now=timezone.now()))
+    started = sql.postmaster_started_at()
+    stalled = list(Delivery.objects.stalled(now=timezone.now(), restarted_at=started))
     if not stalled:
         return 0
     held = deliveries_held(delivery.pk for delivery in stalled)
-    jobs = _delivery_jobs()
+    jobs = _delivery_jobs(started=started)
     requeued = 0
     for delivery in stalled:
         if delivery.pk in held or jobs.keeps(delivery):
@@ -217,9 +237,9 @@ class _Jobs:
         return delivery.pk in self.waiting or delivery.pk in self.taken
 
 
-def _delivery_jobs() -> _Jobs:
-    """Read after the deliveries, so that a job queued in between is seen."""
-    started = sql.postmaster_started_at()
+def _delivery_jobs(*, started: datetime) -> _Jobs:
+    """Read after the deliveries, so that a job queued in between is seen;
+    ``started``: when the database last started."""
     # The broker's clock: a worker that takes a job sets its lock to now + Q_RETRY.
     now = timezone.now()
     taken_since = started + timedelta(seconds=settings.Q_RETRY)

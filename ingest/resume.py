@@ -1,6 +1,8 @@
-"""Running crawls picked up again: whenever a worker process starts (a restart
-after a crash resumes them at once, not at the next run of the schedule), every
-10 minutes by the schedule, and while ``manage.py crawl`` waits."""
+"""Work picked up again. Running crawls: whenever a worker process starts (a
+restart after a crash resumes them at once, not at the next run of the schedule),
+every 10 minutes by the schedule, and while ``manage.py crawl`` waits. Deliveries
+and crawls stranded by a database outage: as soon as the cluster reads its queue
+again (``kbsite.queue_broker.database_back``), not at the next sweep."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from django.db import DatabaseError, transaction
 
 from ingest.crawl.jobs import crawls_resume
 from ingest.models import Crawl
+from ingest.queueing import deliveries_requeue_stalled
 from sources.models import Source
 
 logger = logging.getLogger(__name__)
@@ -41,3 +44,18 @@ def worker_started(sender: Any, proc_name: str, **kwargs: Any) -> None:
         return
     if queued:
         logger.info("%s resumed running crawls: %s jobs queued", proc_name, queued)
+
+
+def database_back(sender: Any, **kwargs: Any) -> None:
+    """``kbsite.queue_broker.database_back``, in the cluster's pusher: queue again
+    the deliveries whose jobs failed in the outage or whose runs it cut off, and
+    the jobs running crawls lost, before the pusher takes the next job. The
+    sweep's rules apply (a delivery a live run holds, or whose job waits, is left
+    alone), so every worker node doing this at once queues each delivery once."""
+    requeued = deliveries_requeue_stalled()
+    resumed = crawls_resume_locked()
+    logger.warning(
+        "the database is back: %s deliveries queued again, %s crawl jobs resumed",
+        requeued,
+        resumed,
+    )

@@ -14,6 +14,8 @@ def q_cluster(
     return {
         "name": "kb",
         "orm": "default",
+        # The ORM broker, riding out a database outage (kbsite.queue_broker).
+        "broker_class": "kbsite.queue_broker.Broker",
         "workers": workers,
         "timeout": timeout,
         "retry": retry,

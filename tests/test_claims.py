@@ -9,12 +9,15 @@ from collections.abc import Iterator
 from datetime import datetime, timedelta
 from unittest import mock
 
+import psycopg
 import pytest
 from django.conf import settings
 from django.db import OperationalError, connection, transaction
 from django.test import override_settings
 from django.utils import timezone
-from django_q.models import OrmQ
+from django_q.brokers import get_broker
+from django_q.brokers.orm import ORM
+from django_q.models import OrmQ, Schedule
 
 from ingest import finish, process
 from ingest.models import Delivery
@@ -270,3 +273,136 @@ def test_a_page_another_run_made_first_is_the_one_taken(inside_a_transaction):
         assert Page.objects.count() == 1, "the transaction around it still works"
 
     assert page.pk == made.pk
+
+
+@pytest.mark.parametrize(
+    ("queued", "database_started", "requeued"),
+    [
+        # Its job was taken before the database started again, and failed in the
+        # outage: queued again as soon as the database answers.
+        ("2 s ago", "just now", 1),
+        # Newer than the queue's settling time, with the database up all along:
+        # its job is on its way.
+        ("2 s ago", "long ago", 0),
+        ("5 minutes ago", "just now", 1),
+    ],
+)
+def test_a_queued_delivery_stranded_by_a_restart_is_queued_again_at_once(
+    queued, database_started, requeued
+):
+    delivery = receive_delivery()
+    ago = {"2 s ago": 2, "5 minutes ago": 300}[queued]
+    Delivery.objects.update(queued_at=timezone.now() - timedelta(seconds=ago))
+    started = {
+        "just now": timezone.now() - timedelta(seconds=1),
+        "long ago": timezone.now() - timedelta(minutes=10),
+    }[database_started]
+    # Taken by a worker before the database (re)started, never acknowledged, and
+    # held by the queue for Q_RETRY.
+    with (
+        override_settings(Q_RETRY=3600),
+        mock.patch("ingest.sql.postmaster_started_at", return_value=started),
+    ):
+        taken(job_of(delivery), at=started - timedelta(seconds=1))
+        assert deliveries_requeue_stalled() == requeued
+
+
+@pytest.mark.parametrize(
+    ("failure", "backoff"),
+    [
+        ("the run's connection was cut", False),
+        ("the run could not connect again, the server starting", False),
+        ("a statement timed out, the connection still answers", True),
+        ("the embedding provider failed", True),
+    ],
+)
+def test_a_run_cut_off_by_the_database_is_queued_again_without_a_backoff(
+    settings, failure, backoff
+):
+    settings.DELIVERY_RETRY_SECONDS = 30
+    delivery = receive_delivery()
+    OrmQ.objects.all().delete()  # taken by the worker that runs it below
+
+    def fail(delivery: Delivery) -> None:
+        if failure == "the embedding provider failed":
+            raise RuntimeError("the provider answered 500")
+        if failure == "the run could not connect again, the server starting":
+            connection.close()  # as a health check closes a dead session
+            starting = psycopg.OperationalError("the database system is starting up")
+            with mock.patch.object(
+                connection, "get_new_connection", side_effect=starting
+            ):
+                connection.ensure_connection()
+        with connection.cursor() as cursor:
+            if failure == "the run's connection was cut":  # as a restart does
+                cursor.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+            cursor.execute("SET statement_timeout = 1")
+            try:
+                cursor.execute("SELECT pg_sleep(1)")
+            finally:
+                cursor.execute("RESET statement_timeout")
+
+    with mock.patch("ingest.process._process", fail):
+        assert delivery_process(delivery_id=delivery.pk) == Delivery.State.QUEUED
+
+    delivery.refresh_from_db()
+    retry_in = (delivery.next_attempt_at - timezone.now()).total_seconds()
+    assert (retry_in > 20) is backoff
+    assert Schedule.objects.filter(func=TASK).exists() is backoff
+    assert (run_queued(TASK) == []) is backoff
+
+
+@pytest.mark.parametrize("stranded", ["queued", "processing"])
+@pytest.mark.parametrize(
+    ("seen", "requeued"),
+    [
+        # The embedded server is started again by whichever process connects
+        # first, which waits for it: the reader may see no error at all.
+        ("a new session on a server that started since", True),
+        ("a failed read, then an answer", True),
+        ("a new session on the same server", False),
+    ],
+)
+def test_the_cluster_queues_a_stranded_delivery_again_once_the_database_is_back(
+    stranded, seen, requeued
+):
+    delivery = receive_delivery()
+    OrmQ.objects.exclude(pk=job_of(delivery).pk).delete()  # the source's own
+    if stranded == "queued":  # its job failed in the outage, unacknowledged
+        Delivery.objects.update(queued_at=timezone.now() - timedelta(seconds=2))
+    else:  # its run was cut off in the outage, and holds no lock any more
+        Delivery.objects.update(
+            state=Delivery.State.PROCESSING, claimed_at=timezone.now(), attempts=1
+        )
+    started = timezone.now() - timedelta(seconds=1)
+    broker = get_broker()
+    with (
+        override_settings(Q_RETRY=3600),
+        mock.patch("ingest.sql.postmaster_started_at", return_value=started),
+        mock.patch("kbsite.queue_broker.time.sleep"),
+    ):
+        taken(job_of(delivery), at=started - timedelta(seconds=1))
+        assert broker.dequeue() is None  # the cluster reading before the outage
+        if seen == "a failed read, then an answer":
+            with mock.patch.object(
+                ORM, "dequeue", side_effect=OperationalError("the server is down")
+            ):
+                assert broker.dequeue() is None
+        else:
+            connection.close()  # the session the outage ended
+            if seen == "a new session on a server that started since":
+                broker.started -= timedelta(hours=1)
+        assert OrmQ.objects.count() == 1
+
+        taken_now = broker.dequeue()
+
+    if not requeued:
+        assert taken_now is None
+        assert OrmQ.objects.count() == 1
+        return
+    # The job taken now is the new one: the stranded delivery's run, at once.
+    assert taken_now is not None and len(taken_now) == 1
+    assert OrmQ.objects.count() == 2
+    assert Delivery.objects.get(pk=delivery.pk).state == Delivery.State.QUEUED
+    OrmQ.objects.exclude(pk=taken_now[0][0]).delete()  # the stale copy
+    assert run_queued(TASK) == ["embedded"]
