@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import urllib.request
 from datetime import timedelta
 from pathlib import Path
 
@@ -423,6 +424,14 @@ def test_an_answer_kept_says_when_its_source_changed_it(browser, live_server):
     reader_asks(browser, live_server, "How do I pause a queue?")
     browser.find_element(By.ID, "permalink").click()
     kept = browser.current_url
+    before = browser.find_element(By.ID, "status").text
+    marker = browser.find_element(By.CSS_SELECTOR, "#answer a.marker")
+    listed = browser.find_element(By.CSS_SELECTOR, "ol.citations > li > a")
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    full_page_screenshot(browser, SCREENSHOTS / "answer-kept.png")
+    assert before.startswith("Still current: none of the text it quoted has changed")
+    assert marker.get_attribute("href").endswith("#citation-1")
+    assert listed.get_attribute("href") == harbor_url("queues")
     queues = (FIXTURES / "corpus" / "queues.md").read_text()
     ingest_markdown(
         harbor_url("queues"),
@@ -440,6 +449,57 @@ def test_an_answer_kept_says_when_its_source_changed_it(browser, live_server):
     assert "1 line changed in Queues" in status
     assert "any new job" in current
     assert "any new job" not in browser.find_element(By.ID, "answer").text
+
+
+def test_an_anonymous_feed_reader_follows_an_entry_to_what_changed(
+    browser, live_server
+):
+    import feedparser
+    from selenium.webdriver.common.by import By
+
+    harbor = harbor_load()
+    Source.objects.filter(pk=harbor.pk).update(public=True)
+    queues = (FIXTURES / "corpus" / "queues.md").read_text()
+    ingest_markdown(
+        harbor_url("queues"),
+        queues.replace("stops workers from taking new jobs",
+                       "stops workers from taking any new job"),
+    )  # fmt: skip
+    # The feed reader fetches the feed, anonymously; its reader opens an entry.
+    with urllib.request.urlopen(f"{live_server.url}/feeds/changes.atom") as answer:
+        feed = feedparser.parse(answer.read())
+    entry = next(e for e in feed.entries if "1 line changed" in e.title)
+
+    browser.get(entry.link)
+
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    full_page_screenshot(browser, SCREENSHOTS / "feed-change.png")
+    assert "/admin/" not in browser.current_url
+    diff = browser.find_element(By.ID, "diff").text
+    assert "any new job" in diff and "in Queues" in diff
+    assert browser.find_elements(By.ID, "admin-diff") == []
+
+
+def test_a_built_in_crawler_source_without_a_contact_url_reads_it_as_advice(
+    browser, live_server, settings
+):
+    from selenium.webdriver.common.by import By
+
+    settings.CRAWL_CONTACT_URL = ""
+    source = Source.objects.create(
+        name="Local docs", seed_urls="https://docs.example.com/guide/"
+    )
+    editor_create("ed")
+    browser.set_window_size(1400, 1000)
+    admin_login(browser, live_server, "ed", PASSWORD)
+
+    browser.get(f"{live_server.url}/admin/sources/source/{source.pk}/change/")
+
+    line = browser.find_element(By.CSS_SELECTOR, ".field-fetcher_status .readonly")
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    full_page_screenshot(browser, SCREENSHOTS / "source-advice.png")
+    assert line.find_elements(By.CSS_SELECTOR, ".kb-warning") == []
+    assert "Complete." in line.text and "Advice: set CRAWL_CONTACT_URL" in line.text
 
 
 def reader_logs_in(browser, url: str) -> None:
