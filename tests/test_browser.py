@@ -432,12 +432,7 @@ def test_an_answer_kept_says_when_its_source_changed_it(browser, live_server):
     assert before.startswith("Still current: none of the text it quoted has changed")
     assert marker.get_attribute("href").endswith("#citation-1")
     assert listed.get_attribute("href") == harbor_url("queues")
-    queues = (FIXTURES / "corpus" / "queues.md").read_text()
-    ingest_markdown(
-        harbor_url("queues"),
-        queues.replace("stops workers from taking new jobs",
-                       "stops workers from taking any new job"),
-    )  # fmt: skip
+    queues_edited()
     answers_recheck()
 
     browser.get(kept)
@@ -459,12 +454,7 @@ def test_an_anonymous_feed_reader_follows_an_entry_to_what_changed(
 
     harbor = harbor_load()
     Source.objects.filter(pk=harbor.pk).update(public=True)
-    queues = (FIXTURES / "corpus" / "queues.md").read_text()
-    ingest_markdown(
-        harbor_url("queues"),
-        queues.replace("stops workers from taking new jobs",
-                       "stops workers from taking any new job"),
-    )  # fmt: skip
+    queues_edited()
     # The feed reader fetches the feed, anonymously; its reader opens an entry.
     with urllib.request.urlopen(f"{live_server.url}/feeds/changes.atom") as answer:
         feed = feedparser.parse(answer.read())
@@ -500,6 +490,16 @@ def test_a_built_in_crawler_source_without_a_contact_url_reads_it_as_advice(
     full_page_screenshot(browser, SCREENSHOTS / "source-advice.png")
     assert line.find_elements(By.CSS_SELECTOR, ".kb-warning") == []
     assert "Complete." in line.text and "Advice: set CRAWL_CONTACT_URL" in line.text
+
+
+def queues_edited() -> None:
+    """Harbor's Queues page crawled again with one line changed."""
+    queues = (FIXTURES / "corpus" / "queues.md").read_text()
+    ingest_markdown(
+        harbor_url("queues"),
+        queues.replace("stops workers from taking new jobs",
+                       "stops workers from taking any new job"),
+    )  # fmt: skip
 
 
 def reader_logs_in(browser, url: str) -> None:

@@ -3,8 +3,6 @@ the crawler's frontier, link and sitemap pushes, recrawls and existing pages."""
 
 from __future__ import annotations
 
-import gzip
-
 import pytest
 from django.contrib.auth.models import AnonymousUser, Group, User
 from django.urls import reverse
@@ -20,12 +18,11 @@ from retrieval.questions import search_run
 from sources.admin.pages import NOT_ITS_SOURCE
 from sources.models import SYSTEM, Page, PageVersion, Source, source_ids_searchable_by
 from sources.scope import Scope, ScopeMap, scope_owner, seed_directory
-from tests.world import IngestWorld, page_html, run_queued
+from tests.world import TOKEN, IngestWorld, page_html, run_queued, webhook_deliver
 
 CORP = "https://corp.example.com"
 INTRANET = "https://intranet.example.com"
 SALARIES = page_html("Salaries", ("Bands", "Salary bands for the engineering ladder."))
-TOKEN = "scope-token"
 
 # Every URL of the two-group world, and the source it belongs to (None: to none).
 # HR (group B) is seeded at /hr/ and denies /hr/private; Eng (group A) at /eng/;
@@ -89,20 +86,7 @@ def corp(db):
 def deliver(url: str, client, settings) -> Delivery:
     """Deliver the page through the webhook and run its job, as the worker would."""
     settings.WEBHOOK_TOKEN = TOKEN
-    response = client.generic(
-        "POST",
-        f"/webhooks/crawlbase/?token={TOKEN}",
-        gzip.compress(SALARIES.encode()),
-        content_type="text/plain",
-        HTTP_RID=f"rid-{Delivery.objects.count()}",
-        HTTP_URL=url,
-        HTTP_ORIGINAL_STATUS="200",
-        HTTP_PC_STATUS="200",
-        HTTP_CONTENT_ENCODING="gzip",
-    )
-    assert response.status_code == 200, response.content
-    run_queued("ingest.tasks.delivery_process_task")
-    return Delivery.objects.get(rid=f"rid-{Delivery.objects.count() - 1}")
+    return webhook_deliver(client, url, SALARIES)
 
 
 def delivered_to(url: str, client, settings) -> str | None:

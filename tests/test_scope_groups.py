@@ -7,8 +7,6 @@ changes group. The admin refuses such a source when it is saved."""
 
 from __future__ import annotations
 
-import gzip
-
 import pytest
 from django.contrib.auth.models import Group
 from django.urls import reverse
@@ -25,12 +23,11 @@ from sources.admin.sources import OVERLAP
 from sources.models import SYSTEM, Page, PageVersion, Source
 from sources.scope import ScopeMap
 from tests.admin_world import editor_create
-from tests.world import page_html, run_queued
+from tests.world import TOKEN, page_html, webhook_deliver
 
 DOCS = "https://docs.example.com"
 PAGE = f"{DOCS}/docs/guide/page17.html"
 PRIVATE = f"{DOCS}/docs/private/salaries.html"
-TOKEN = "groups-token"
 TEXT = page_html("Page 17", ("Bands", "Quarterly zebrafish salary bands."))
 
 # Group A's source, each way it could reach into group B's docs.
@@ -76,21 +73,7 @@ def taker(world, how: str) -> Source:
 
 def deliver(client, settings, url: str) -> Delivery:
     settings.WEBHOOK_TOKEN = TOKEN
-    rid = f"rid-{Delivery.objects.count()}"
-    response = client.generic(
-        "POST",
-        f"/webhooks/crawlbase/?token={TOKEN}",
-        gzip.compress(TEXT.encode()),
-        content_type="text/plain",
-        HTTP_RID=rid,
-        HTTP_URL=url,
-        HTTP_ORIGINAL_STATUS="200",
-        HTTP_PC_STATUS="200",
-        HTTP_CONTENT_ENCODING="gzip",
-    )
-    assert response.status_code == 200, response.content
-    run_queued("ingest.tasks.delivery_process_task")
-    return Delivery.objects.get(rid=rid)
+    return webhook_deliver(client, url, TEXT)
 
 
 def held_by(url: str) -> str | None:

@@ -90,6 +90,26 @@ def receive_delivery(
     return Delivery.objects.get(pk=delivery_id)
 
 
+def webhook_deliver(client, url: str, body: str) -> Delivery:
+    """POST the page to the webhook as Crawlbase does (gzip, its headers; the
+    token must be ``TOKEN``), then run its job as the worker would."""
+    rid = next_rid()
+    response = client.generic(
+        "POST",
+        f"/webhooks/crawlbase/?token={TOKEN}",
+        gzip.compress(body.encode()),
+        content_type="text/plain",
+        HTTP_RID=rid,
+        HTTP_URL=url,
+        HTTP_ORIGINAL_STATUS="200",
+        HTTP_PC_STATUS="200",
+        HTTP_CONTENT_ENCODING="gzip",
+    )
+    assert response.status_code == 200, response.content
+    run_queued("ingest.tasks.delivery_process_task")
+    return Delivery.objects.get(rid=rid)
+
+
 @override_settings(WEBHOOK_TOKEN=TOKEN, DELIVERY_RETRY_SECONDS=0)
 class IngestWorld(TestCase):
     """Example docs at docs.example.com, and helpers to deliver pages to it."""
