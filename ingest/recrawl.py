@@ -108,13 +108,13 @@ def pages_recrawl(
 ) -> RecrawlPlan:
     """Hand these pages (at most ``limit``) to their sources' crawlers: pushes to
     Crawlbase, fetches by the built-in (or Nstproxy) fetcher."""
+    plan = RecrawlPlan(indexing=pages.filter(_fetched_not_indexed()).count())
+    pages = pages.exclude(_fetched_not_indexed())
     if limit is not None:
         # The first ``limit`` in the pages' order, kept in it (the most overdue
         # get the first pushes).
         chosen = Page.objects.filter(pk__in=pages[:limit].values("pk"))
         pages = chosen.order_by(*pages.query.order_by)
-    plan = RecrawlPlan(indexing=pages.filter(_fetched_not_indexed()).count())
-    pages = pages.exclude(_fetched_not_indexed())
     crawlbase = pages.filter(source__fetcher=Source.Fetcher.CRAWLBASE)
     here = pages.exclude(source__fetcher=Source.Fetcher.CRAWLBASE)
     if dry_run:

@@ -19,7 +19,7 @@ from django.views.decorators.http import require_GET
 
 from kbsite.textdiff import markdown_diff
 from sources.feeds import COMPARABLE, FeedError, feed_caller, feed_steps
-from sources.models import Caller, PageVersion, Source
+from sources.models import Caller, Page, PageVersion, Source
 
 
 @require_GET
@@ -29,12 +29,14 @@ def change_page(request: HttpRequest, change_id: int) -> HttpResponse:
     except FeedError:
         caller = request.user
     step = feed_steps(caller).filter(pk=change_id).first()
-    if step is None:
+    readable = Source.objects.searchable_by(caller)
+    if step is None or not readable.filter(pk=step.page.source_id).exists():
+        # The page's source now, too: a page may have moved since.
         if not caller.is_authenticated:
             return redirect_to_login(request.get_full_path())
         raise Http404("No such change.")
     diff = None
-    if step.kind in COMPARABLE:
+    if step.kind in COMPARABLE and _in_search_there(step):
         before = _version_before(step)
         texts = [_markdown(before), _markdown(step)]
         diff = markdown_diff(*texts)
@@ -53,12 +55,24 @@ def _edits(caller: Caller, source_id: int) -> bool:
     return Source.objects.visible_to(caller).filter(pk=source_id).exists()
 
 
+def _in_search_there(step: PageVersion) -> bool:
+    """Whether the page is still in search, in the source of ``step``: the
+    lines of a page that left (a deny pattern is a promise its text is not
+    served) or moved to another source are not shown."""
+    page = step.page
+    return page.status == Page.Status.LIVE and page.source_id == step.source_id
+
+
 def _version_before(step: PageVersion) -> PageVersion | None:
-    """The page's version just before ``step`` with content (a step that dropped
-    it, a move or a tombstone, is not compared with)."""
-    earlier = PageVersion.objects.filter(page_id=step.page_id, kind__in=COMPARABLE)
-    earlier = earlier.filter(recorded_at__lte=step.recorded_at).exclude(pk=step.pk)
-    return earlier.order_by("-recorded_at", "-pk").only("pk").first()
+    """The page's version just before ``step``, to compare with, if it holds
+    content of the same source; else None (the step is compared with nothing)."""
+    earlier = PageVersion.objects.filter(
+        page_id=step.page_id, recorded_at__lte=step.recorded_at
+    ).exclude(pk=step.pk)
+    last = earlier.order_by("-recorded_at", "-pk").only("kind", "source_id").first()
+    if last is None or last.kind not in COMPARABLE or last.source_id != step.source_id:
+        return None
+    return last
 
 
 def _markdown(version: PageVersion | None) -> str:

@@ -12,13 +12,14 @@ a literal start longer than the denying source's seed directory, and which does 
 deny it too). A URL no source reaches belongs to none; it is never handed to a
 neighbour.
 
-Precedence never crosses a group line: a source may take a URL from another only
-when the same people manage both (the same allowed groups). Among the sources
-reaching a URL, the oldest decides whose it is: only the sources managed as that
-one is compete for it, by the rules above. So an editor's narrower source never
-takes a page, or a URL denied, from a source of another group; the admin refuses
-such an overlap when a source is saved (``overlapping``), and this rule holds for
-whatever was saved before or elsewhere.
+Precedence never crosses a group line. Among the sources reaching a URL, one
+decides which compete for it: the source holding its page now, while it still
+reaches it (so a page never moves to a source of other groups), else the oldest.
+Only the sources managed as that one is (the same allowed groups) compete, by the
+rules above; and a URL a source of other groups denies goes to nobody new. So a
+narrower source of another group takes neither a page nor a denied URL. The admin
+refuses to save a source whose reach meets that of a source of other groups
+(``overlapping_sources``); the rule holds for overlaps saved before that check.
 
 Every decision is made on the canonical URL (``kbsite.canonical``), the one the
 page is stored under, so no other spelling of a URL (case, default port, dot
@@ -34,7 +35,7 @@ from urllib.parse import urlsplit
 
 from kbsite.canonical import canonical_url_or_none
 from kbsite.patterns import EVERYTHING, NOTHING, Pattern, stored_pattern
-from sources.models import Source
+from sources.models import Page, Source
 
 REPEATED_SLASHES = re.compile(r"(?<!:)//+")
 ENCODED_SLASH = re.compile("%2f", re.IGNORECASE)
@@ -178,14 +179,9 @@ Ranked = list[tuple[tuple[int, bool], Scope]]
 
 
 def _reaching(canonical: str, scopes: Sequence[Scope]) -> Ranked:
-    """The scopes that compete for the URL, with their ranks, the oldest first:
-    those reaching it that are managed as the oldest of them is."""
+    """The scopes reaching the URL with their ranks, the oldest first."""
     ranked = ((scope.reach(canonical), scope) for scope in scopes)
-    reaching = [(rank, scope) for rank, scope in ranked if rank is not None]
-    if not reaching:
-        return reaching
-    managers = reaching[0][1].managers
-    return [(rank, scope) for rank, scope in reaching if scope.managers == managers]
+    return [(rank, scope) for rank, scope in ranked if rank is not None]
 
 
 def _denier(canonical: str, reaching: Ranked) -> Scope | None:
@@ -196,10 +192,23 @@ def _denier(canonical: str, reaching: Ranked) -> Scope | None:
     )
 
 
-def _owner(canonical: str, scopes: Sequence[Scope]) -> int | None:
+def _owner(
+    canonical: str, scopes: Sequence[Scope], *, held_by: int | None = None
+) -> int | None:
+    """``held_by``: the source holding the URL's page now, if it has one."""
     reaching = _reaching(canonical, scopes)
     if not reaching:
         return None
+    # Who decides: the page's present source while it still reaches the URL (a
+    # page never crosses a group line), else the oldest source reaching it. Only
+    # the sources managed as that one is compete, by the rules above.
+    holder = next((s for _, s in reaching if s.source_id == held_by), None)
+    decider = holder or reaching[0][1]
+    if holder is None and any(
+        s.denies(canonical) for _, s in reaching if s.managers != decider.managers
+    ):
+        return None  # what one group's source denies, no other group takes
+    reaching = [(r, s) for r, s in reaching if s.managers == decider.managers]
     top = max(rank for rank, _ in reaching)
     if _denier(canonical, reaching) is None:
         return next(scope.source_id for rank, scope in reaching if rank == top)
@@ -213,6 +222,11 @@ def _owner(canonical: str, scopes: Sequence[Scope]) -> int | None:
         return None
     best = max(rank for rank, _ in named)
     return next(scope.source_id for rank, scope in named if rank == best)
+
+
+def _contested(canonical: str, scopes: Sequence[Scope]) -> bool:
+    """Whether sources of more than one set of groups reach the URL."""
+    return len({s.managers for _, s in _reaching(canonical, scopes)}) > 1
 
 
 def _site(canonical: str) -> str:
@@ -232,6 +246,7 @@ class ScopeMap:
         self.scopes = [Scope.of(self.sources[pk]) for pk in sorted(self.sources)]
         self.newest = max((s.updated_at for s in self.sources.values()), default=None)
         self._by_site: dict[str, list[Scope]] = {}
+        self._holders: dict[str, int | None] = {}
 
     def _candidates(self, site: str) -> list[Scope]:
         if site not in self._by_site:
@@ -254,7 +269,19 @@ class ScopeMap:
         canonical = canonical_url_or_none(url)
         if canonical is None:
             return None
-        return _owner(canonical, self._candidates(_site(canonical)))
+        scopes = self._candidates(_site(canonical))
+        # Only where sources of other groups meet (which the admin refuses to
+        # make) does the page's present source matter: one query then.
+        held_by = self._holder(canonical) if _contested(canonical, scopes) else None
+        return _owner(canonical, scopes, held_by=held_by)
+
+    def _holder(self, canonical: str) -> int | None:
+        if canonical not in self._holders:
+            held = Page.objects.filter(url=canonical).values_list(
+                "source_id", flat=True
+            )
+            self._holders[canonical] = held.first()
+        return self._holders[canonical]
 
     def denied_by(self, url: str) -> Source | None:
         """The most specific source reaching ``url`` if it denies it (and so no
@@ -285,11 +312,16 @@ def overlapping_sources(scope: Scope, *, own_urls: Iterable[str] = ()) -> list[S
     either reaching the other's known pages. ``scope.source_id`` is the source
     being saved (0 for a new one); ``own_urls`` its known pages."""
     mine = _probes(scope, own_urls)
+    # A pattern with no anchored literal start may match any address of any site.
+    anywhere = any(not _literal_start(pattern) for pattern in scope.allow)
     others = Source.objects.with_manager_ids().exclude(pk=scope.source_id)
     found = []
     for source in others:
         other = Scope.of(source)
         if other.managers == scope.managers:
+            continue
+        if anywhere:
+            found.append(source)
             continue
         urls = source.pages.order_by("-last_verified_at").values_list("url", flat=True)[
             :PROBED_PAGES
@@ -303,8 +335,9 @@ def overlapping_sources(scope: Scope, *, own_urls: Iterable[str] = ()) -> list[S
 
 def _probes(scope: Scope, urls: Iterable[str]) -> list[str]:
     """Addresses standing for a scope's reach: its seed directories, the literal
-    starts of its anchored allow patterns, and its known pages."""
-    starts = [_literal_start(p) for p in scope.allow]
+    starts of its anchored allow and deny patterns (what it denies is its own to
+    deny), and its known pages."""
+    starts = [_literal_start(p) for p in (*scope.allow, *scope.deny)]
     return [*scope.directories, *filter(None, starts), *urls]
 
 

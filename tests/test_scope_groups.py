@@ -148,28 +148,98 @@ def test_the_page_stays_searchable_by_group_b_and_never_by_group_a(
     assert found(bob) == [PAGE]
 
 
-def test_a_page_taken_across_groups_before_goes_back_without_its_text(
+def test_a_page_whose_source_no_longer_reaches_it_crosses_without_its_text(
     world, client, settings
 ):
-    """A page an older release moved into group A's source: re-scoping gives it
-    back to B's docs, but not A's copy of it; B's crawl reads it afresh."""
+    """B's docs narrowed away from page 17, which group A's source reaches: the
+    page goes to A's source, but not B's copy of it; A's crawl reads it afresh."""
     deliver(client, settings, PAGE)
-    thief = taker(world, "allow")
-    Page.objects.filter(url=PAGE).update(source=thief)
+    taker(world, "seed")
+    Source.objects.filter(pk=world["docs"].pk).update(seed_urls=f"{DOCS}/docs/api/")
 
     pages_rescope()
 
     page = Page.objects.get(url=PAGE)
-    assert page.source == world["docs"]
+    assert page.source.name == "Take A"
     assert page.markdown == "" and page.status == Page.Status.GONE
     assert not page.chunks.exists()
     assert page.next_crawl_at is not None and page.next_crawl_at <= timezone.now()
     assert PageVersion.objects.filter(
         page=page, kind=PageVersion.Kind.OUT_OF_SCOPE
     ).exists()
-    # Its next delivery brings it back, in B's docs.
     assert deliver(client, settings, PAGE).outcome == Delivery.Outcome.EMBEDDED
-    assert Page.objects.get(url=PAGE).source == world["docs"]
+    assert Page.objects.get(url=PAGE).source.name == "Take A"
+
+
+def docs_b_made_after(world, source: Source) -> Source:
+    """Group B's docs made again after ``source`` (which is then the older)."""
+    Source.objects.filter(pk=world["docs"].pk).delete()
+    docs = Source.objects.create(
+        name="Docs B",
+        seed_urls=f"{DOCS}/docs/",
+        deny_patterns=r"^https://docs\.example\.com/docs/private/",
+        fetcher=Source.Fetcher.CRAWLBASE,
+    )
+    docs.allowed_groups.add(world["b"])
+    assert docs.pk > source.pk
+    return docs
+
+
+def test_a_page_never_moves_to_a_source_of_other_groups_while_its_own_reaches_it(
+    world, client, settings
+):
+    """Whichever way a page came to a source, an older source of other groups
+    (and a narrower one) does not take it."""
+    older = Source.objects.create(
+        name="Older A", seed_urls=f"{DOCS}/", fetcher=Source.Fetcher.CRAWLBASE
+    )
+    older.allowed_groups.add(world["a"])
+    docs = docs_b_made_after(world, older)
+    Page.objects.create(url=PAGE, source=docs)
+    deliver(client, settings, PAGE)
+    taker(world, "allow")
+
+    pages_rescope()
+    deliver(client, settings, PAGE)
+
+    assert held_by(PAGE) == "Docs B"
+    assert Page.objects.get(url=PAGE).markdown
+
+
+def test_an_older_source_of_other_groups_takes_no_url_a_newer_one_denies(
+    world, client, settings
+):
+    """Group A's source made first, an unanchored pattern reaching into what
+    group B's docs, made later, deny: the denied URL is nobody's."""
+    first = Source.objects.create(
+        name="Take A", allow_patterns="/docs/private/", fetcher=Source.Fetcher.CRAWLBASE
+    )
+    first.allowed_groups.add(world["a"])
+    docs_b_made_after(world, first)
+
+    for entry in ENTRIES:
+        entry(world, client, settings, PRIVATE)
+
+    assert held_by(PRIVATE) is None
+
+
+def test_a_group_source_inside_an_older_open_one_keeps_its_pages(
+    world, client, settings
+):
+    """Made before the admin refused such overlaps: a group's source nested in
+    an older source of no group keeps its pages."""
+    open_site = Source.objects.create(
+        name="Open site", seed_urls=f"{DOCS}/", fetcher=Source.Fetcher.CRAWLBASE
+    )
+    docs = docs_b_made_after(world, open_site)
+    Page.objects.create(url=PAGE, source=docs)
+    deliver(client, settings, PAGE)
+
+    pages_rescope()
+    deliver(client, settings, PAGE)
+
+    assert held_by(PAGE) == "Docs B"
+    assert Page.objects.get(url=PAGE).markdown
 
 
 def test_a_source_managed_by_the_same_groups_still_takes_the_narrower_urls(
@@ -320,3 +390,38 @@ def test_an_editor_saving_a_shared_source_keeps_the_groups_they_are_not_in(
 
     assert response.status_code == 302, response.content.decode()[:3000]
     assert shared.manager_ids == {world["a"].pk, world["b"].pk}
+
+
+def test_an_editor_in_groups_gives_a_new_source_to_one_of_them(world, client):
+    """A source of no group is read by every signed-in user, other groups' too."""
+    client.force_login(world["alice"])
+
+    refused = add_source(client, seed_urls="https://other.example.org/")
+    taken = add_source(
+        client, seed_urls="https://other.example.org/", allowed_groups=[world["a"].pk]
+    )
+
+    assert "Choose at least one of your groups" in refused.content.decode()
+    assert taken.status_code == 302
+    assert Source.objects.get(name="Take A").manager_ids == {world["a"].pk}
+
+
+def test_the_change_page_shows_no_lines_of_a_page_that_left_its_source(
+    world, client, settings
+):
+    """A page moved to another source, or denied since: its old change keeps its
+    summary but not its text."""
+    deliver(client, settings, PAGE)
+    step = PageVersion.objects.get(page__url=PAGE, kind=PageVersion.Kind.NEW)
+    bob = editor_create("bob")
+    bob.groups.add(world["b"])
+    client.force_login(bob)
+    assert "zebrafish" in client.get(f"/feeds/changes/{step.pk}/").content.decode()
+    Source.objects.filter(pk=world["docs"].pk).update(
+        deny_patterns=r"^https://docs\.example\.com/docs/guide/"
+    )
+    pages_rescope()
+
+    shown = client.get(f"/feeds/changes/{step.pk}/").content.decode()
+
+    assert "zebrafish" not in shown and 'id="diff"' not in shown

@@ -3,13 +3,12 @@ linked to the page list filtered to them."""
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from django import forms
 from django.contrib import admin
 from django.contrib.auth.base_user import AbstractBaseUser
-from django.contrib.auth.models import AnonymousUser
+from django.contrib.auth.models import AnonymousUser, Group
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.db.models import Count, Q, QuerySet
@@ -24,6 +23,7 @@ from kbsite.admin_utils import (
     number,
     readable_duration,
 )
+from kbsite.patterns import pattern_problem
 from sources.admin.visibility import VisibleRowsAdmin
 from sources.models import Page, Source, sees_every_source, stale_condition
 from sources.scope import PROBED_PAGES, Scope, overlapping_sources
@@ -81,23 +81,41 @@ class SourceForm(forms.ModelForm):
             managers = set(self.instance.manager_ids)
         else:
             managers = {group.pk for group in chosen} | self.kept_groups()
+            self._groups_check(managers)
         lines = Source._lines
-        try:
-            scope = Scope.compile(
-                self.instance.pk or 0,
-                seeds=lines(cleaned.get("seed_urls", "")),
-                allow=lines(cleaned.get("allow_patterns", "")),
-                deny=lines(cleaned.get("deny_patterns", "")),
-                managers=managers,
-            )
-        except re.error:
+        allow = lines(cleaned.get("allow_patterns", ""))
+        deny = lines(cleaned.get("deny_patterns", ""))
+        if any(map(pattern_problem, [*allow, *deny])):
             return cleaned  # the model's own validation names the bad pattern
+        scope = Scope.compile(
+            self.instance.pk or 0,
+            seeds=lines(cleaned.get("seed_urls", "")),
+            allow=allow,
+            deny=deny,
+            managers=managers,
+        )
         pages = self.instance.pages if self.instance.pk else Page.objects.none()
         own = pages.values_list("url", flat=True)[:PROBED_PAGES]
         overlaps = overlapping_sources(scope, own_urls=own)
         if overlaps:
             raise forms.ValidationError(self._overlap_message(overlaps), code="overlap")
         return cleaned
+
+    def _groups_check(self, managers: set[int]) -> None:
+        """An editor in groups gives a new source (or one that had groups) to
+        at least one of them: a source of no group is every signed-in user's,
+        other groups' included."""
+        if managers or sees_every_source(self.editor):
+            return
+        had_none = self.instance.pk is not None and not self.instance.manager_ids
+        in_groups = Group.objects.filter(user__pk=self.editor.pk or 0).exists()
+        if had_none or not in_groups:
+            return
+        raise forms.ValidationError(
+            {"allowed_groups": "Choose at least one of your groups: a source of "
+             "no group may be read by every signed-in user."},
+            code="no_group",
+        )  # fmt: skip
 
     def _overlap_message(self, overlaps: list[Source]) -> str:
         """The overlap named only when the editor manages every source in it: a
