@@ -14,12 +14,13 @@ neighbour.
 
 Precedence never crosses a group line. Among the sources reaching a URL, one
 decides which compete for it: the source holding its page now, while it still
-reaches it (so a page never moves to a source of other groups), else the oldest.
-Only the sources managed as that one is (the same allowed groups) compete, by the
-rules above; and a URL a source of other groups denies goes to nobody new. So a
-narrower source of another group takes neither a page nor a denied URL. The admin
-refuses to save a source whose reach meets that of a source of other groups
-(``overlapping_sources``); the rule holds for overlaps saved before that check.
+reaches it (so a page never moves to a source of other groups), else the most
+specific. Only the sources managed as that one is (the same allowed groups)
+compete, by the rules above; and a URL a source of other groups denies goes to
+nobody new. So a source of another group takes neither a page another holds nor a
+URL another denies. The admin refuses to save a source whose reach meets that of
+a source of other groups (``overlapping_sources``); the rule holds for overlaps
+saved before that check.
 
 Every decision is made on the canonical URL (``kbsite.canonical``), the one the
 page is stored under, so no other spelling of a URL (case, default port, dot
@@ -200,10 +201,11 @@ def _owner(
     if not reaching:
         return None
     # Who decides: the page's present source while it still reaches the URL (a
-    # page never crosses a group line), else the oldest source reaching it. Only
-    # the sources managed as that one is compete, by the rules above.
+    # page never crosses a group line), else the most specific source reaching
+    # it. Only the sources managed as that one is compete, by the rules above.
     holder = next((s for _, s in reaching if s.source_id == held_by), None)
-    decider = holder or reaching[0][1]
+    top = max(rank for rank, _ in reaching)
+    decider = holder or next(s for rank, s in reaching if rank == top)
     if holder is None and any(
         s.denies(canonical) for _, s in reaching if s.managers != decider.managers
     ):

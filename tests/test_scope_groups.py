@@ -227,7 +227,7 @@ def test_a_group_source_inside_an_older_open_one_keeps_its_pages(
     world, client, settings
 ):
     """Made before the admin refused such overlaps: a group's source nested in
-    an older source of no group keeps its pages."""
+    an older source of no group keeps its pages, and takes the new ones."""
     open_site = Source.objects.create(
         name="Open site", seed_urls=f"{DOCS}/", fetcher=Source.Fetcher.CRAWLBASE
     )
@@ -240,6 +240,9 @@ def test_a_group_source_inside_an_older_open_one_keeps_its_pages(
 
     assert held_by(PAGE) == "Docs B"
     assert Page.objects.get(url=PAGE).markdown
+    fresh = f"{DOCS}/docs/guide/page18.html"
+    deliver(client, settings, fresh)
+    assert held_by(fresh) == "Docs B"
 
 
 def test_a_source_managed_by_the_same_groups_still_takes_the_narrower_urls(
