@@ -276,6 +276,57 @@ def editor_adds_a_source(browser, live_server, site) -> tuple[str, str, str]:
     return warning, crawl, error
 
 
+def test_a_first_crawl_indexing_when_a_recrawl_is_due_shows_one_true_progress(
+    browser, live_server, settings
+):
+    """The seed asked for redirects, so its page waits, pending and due, until the
+    crawl's deliveries are read: the planner runs meanwhile and queues nothing,
+    and the overview and the Crawls list say the crawl is indexing."""
+    from selenium.webdriver.common.by import By
+
+    from ingest.models import Crawl
+    from ingest.queueing import TASK as DELIVERY_TASK
+    from ingest.recrawl import recrawl_due
+
+    settings.CRAWL_ALLOW_PRIVATE_ADDRESSES = True
+    site = FakeSite()
+    with site:
+        site.redirect("/docs", "/docs/")
+        site.add("/docs/", page("Docs", "Welcome.", ["a.html", "b.html"]))
+        site.add("/docs/a.html", page("A", "Page A."))
+        site.add("/docs/b.html", page("B", "Page B."))
+        editor_create("ed")
+        browser.set_window_size(1400, 1000)
+        admin_login(browser, live_server, "ed", PASSWORD)
+        browser.get(f"{live_server.url}/admin/sources/source/add/")
+        browser.find_element(By.NAME, "name").send_keys("Local docs")
+        browser.find_element(By.NAME, "seed_urls").send_keys(site.url("/docs"))
+        browser.find_element(By.NAME, "_save").click()
+        source = Source.objects.get(name="Local docs")
+        for _ in range(10):  # fetched; the deliveries wait for a worker
+            run_queued(CRAWL_TASK)
+
+        plan = recrawl_due()
+
+        browser.get(f"{live_server.url}/admin/sources/source/{source.pk}/change/")
+        overview = browser.find_element(By.CSS_SELECTOR, ".field-crawl_overview").text
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        full_page_screenshot(browser, SCREENSHOTS / "crawl-indexing-overview.png")
+        browser.get(f"{live_server.url}/admin/ingest/crawl/")
+        row = browser.find_element(By.CSS_SELECTOR, "#result_list tbody tr").text
+        full_page_screenshot(browser, SCREENSHOTS / "crawl-indexing-list.png")
+        run_queued(DELIVERY_TASK)
+        browser.get(f"{live_server.url}/admin/sources/source/{source.pk}/change/")
+        done = browser.find_element(By.CSS_SELECTOR, ".field-crawl_overview").text
+
+    assert plan.indexing >= 1 and plan.fetching == 0, str(plan)
+    assert Crawl.objects.filter(source=source).count() == 1
+    assert "Indexing" in overview and "indexed 0 · 3 left" in overview, overview
+    assert overview.count("crawl of Local docs") == 1, "one crawl, no other queued"
+    assert "Indexing" in row and "indexing…" in row, row
+    assert "Done" in done and "indexed 3 · 0 left" in done, done
+
+
 # Harbor's command-line reference: options as definition terms.
 HARBOR_CLI = """# harbor-build
 
