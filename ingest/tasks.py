@@ -87,7 +87,7 @@ def publish_check_run_task(check_id: int) -> str:
 
 
 def notifications_send_task() -> str:
-    report = notifications_send(seconds=SEND_SECONDS)
+    report = notifications_send()
     if report.more:
         notifications_send_soon()
     return str(report)

@@ -279,8 +279,12 @@ NOTIFY_QUIET_SECONDS = env_int("NOTIFY_QUIET_SECONDS", 60, minimum=0)
 NOTIFY_MAX_WAIT_SECONDS = env_int("NOTIFY_MAX_WAIT_SECONDS", 900, minimum=0)
 # Most changes in one webhook body or e-mail; more go in the next.
 NOTIFY_BATCH_MAX = env_int("NOTIFY_BATCH_MAX", 500, minimum=1, maximum=10_000)
-# Seconds a webhook receiver has to connect, take the body and answer (each).
+# Seconds one webhook attempt may take in all: connecting, sending the body and
+# reading the answer; a receiver that drips its answer is cut there.
 NOTIFY_TIMEOUT = env_int("NOTIFY_TIMEOUT", 10, minimum=1, maximum=120)
+# Workers that may send notifications at once, in every node together (the rest
+# keep crawling and indexing however many receivers hang).
+NOTIFY_MAX_WORKERS = env_int("NOTIFY_MAX_WORKERS", 1, minimum=1, maximum=100)
 # A failed send waits NOTIFY_RETRY_SECONDS, doubling with each attempt (or what
 # a Retry-After asks), at most NOTIFY_RETRY_MAX_SECONDS.
 NOTIFY_RETRY_SECONDS = env_int("NOTIFY_RETRY_SECONDS", 30, minimum=0)

@@ -30,10 +30,12 @@ CRAWL_ENV = {
 
 
 @contextlib.contextmanager
-def cluster():
+def cluster(**settings: str):
     # A job whose worker died is offered again after Q_RETRY seconds, and the URL
     # it held is free again Q_TIMEOUT seconds after it was claimed.
-    env = subprocess_env(Q_WORKERS="2", Q_TIMEOUT="5", Q_RETRY="6", **CRAWL_ENV)
+    env = subprocess_env(
+        **{"Q_WORKERS": "2", "Q_TIMEOUT": "5", "Q_RETRY": "6", **CRAWL_ENV, **settings}
+    )
     process = subprocess.Popen(
         [PYTHON, "manage.py", "qcluster"],
         cwd=ROOT,

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+import ssl
+import time
 from collections.abc import Iterable
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpcore2
@@ -119,11 +122,70 @@ def addresses_check(host: str, addresses: Iterable[str], allow_private: bool) ->
             raise Refused(f"{where}, {kind}; {ALLOW_HINT}")
 
 
-class GuardedBackend(httpcore2.SyncBackend):
-    """Opens sockets only to checked addresses."""
+# Bytes written at once under a deadline.
+WRITE_PIECE = 16_384
+_TIMEOUTS = {
+    "connect": httpcore2.ConnectTimeout,
+    "read": httpcore2.ReadTimeout,
+    "write": httpcore2.WriteTimeout,
+}
 
-    def __init__(self, *, allow_private: bool) -> None:
+
+def step_timeout(deadline: float, timeout: float | None, step: str) -> float:
+    """The timeout for one step: ``timeout``, or less if the deadline comes
+    first; the step's timeout error if it has passed."""
+    seconds = deadline - time.monotonic()
+    if seconds <= 0:
+        raise _TIMEOUTS[step](f"the deadline passed before the {step}")
+    return seconds if timeout is None else min(timeout, seconds)
+
+
+class DeadlineStream(httpcore2.NetworkStream):
+    """A connection whose every read and write ends by ``deadline`` (a
+    ``time.monotonic()`` value), whatever timeout each call is given: a timeout
+    per call alone lets a peer that sends a byte now and then hold the exchange
+    for ever."""
+
+    def __init__(self, stream: httpcore2.NetworkStream, deadline: float) -> None:
+        self.stream = stream
+        self.deadline = deadline
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self.stream.read(max_bytes, step_timeout(self.deadline, timeout, "read"))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        # In pieces, each given what is left: the stream gives every send() of
+        # one write the same timeout again.
+        for start in range(0, len(buffer), WRITE_PIECE):
+            self.stream.write(
+                buffer[start : start + WRITE_PIECE],
+                step_timeout(self.deadline, timeout, "write"),
+            )
+
+    def close(self) -> None:
+        self.stream.close()
+
+    def start_tls(
+        self,
+        ssl_context: ssl.SSLContext,
+        server_hostname: str | None = None,
+        timeout: float | None = None,
+    ) -> httpcore2.NetworkStream:
+        timeout = step_timeout(self.deadline, timeout, "connect")
+        tls = self.stream.start_tls(ssl_context, server_hostname, timeout)
+        return DeadlineStream(tls, self.deadline)
+
+    def get_extra_info(self, info: str) -> Any:
+        return self.stream.get_extra_info(info)
+
+
+class GuardedBackend(httpcore2.SyncBackend):
+    """Opens sockets only to checked addresses; with a ``deadline``, sockets
+    whose every step ends by then (``DeadlineStream``)."""
+
+    def __init__(self, *, allow_private: bool, deadline: float | None = None) -> None:
         self.allow_private = allow_private
+        self.deadline = deadline
 
     def connect_tcp(
         self,
@@ -135,14 +197,22 @@ class GuardedBackend(httpcore2.SyncBackend):
     ) -> httpcore2.NetworkStream:
         addresses = resolve(host, port)
         addresses_check(host, addresses, self.allow_private)
-        return super().connect_tcp(
+        if self.deadline is not None:
+            timeout = step_timeout(self.deadline, timeout, "connect")
+        stream = super().connect_tcp(
             addresses[0], port, timeout, local_address, socket_options
+        )
+        return (
+            stream if self.deadline is None else DeadlineStream(stream, self.deadline)
         )
 
 
-def guarded_transport(*, allow_private: bool) -> httpx2.HTTPTransport:
+def guarded_transport(
+    *, allow_private: bool, deadline: float | None = None
+) -> httpx2.HTTPTransport:
     """An httpx transport whose every connection goes through ``GuardedBackend``
-    (no proxy from the environment: it would be the one checked)."""
+    (no proxy from the environment: it would be the one checked); with a
+    ``deadline`` (``time.monotonic()``), every exchange ends by then."""
     transport = httpx2.HTTPTransport(trust_env=False, retries=0)
     # HTTPTransport has no parameter for the network backend; its pool is rebuilt
     # with the same defaults and the guarded backend.
@@ -151,6 +221,6 @@ def guarded_transport(*, allow_private: bool) -> httpx2.HTTPTransport:
         max_connections=100,
         max_keepalive_connections=20,
         keepalive_expiry=5.0,
-        network_backend=GuardedBackend(allow_private=allow_private),
+        network_backend=GuardedBackend(allow_private=allow_private, deadline=deadline),
     )
     return transport

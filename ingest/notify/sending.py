@@ -44,7 +44,9 @@ def user_agent() -> str:
 
 
 def webhook_post(*, url: str, secret: str, delivery_id: str, body: bytes) -> Attempt:
-    """POST ``body`` to ``url``, signed, once. Redirects are not followed."""
+    """POST ``body`` to ``url``, signed, once. Redirects are not followed. The
+    whole exchange (connecting, sending the body, reading the answer) ends by
+    NOTIFY_TIMEOUT: a receiver that drips its answer is cut there."""
     started = time.monotonic()
     if problem := scheme_refusal(url):
         return Attempt(ok=False, error=problem, retry=False, refused=True)
@@ -52,19 +54,23 @@ def webhook_post(*, url: str, secret: str, delivery_id: str, body: bytes) -> Att
         secret=secret, timestamp=int(time.time()), body=body, delivery_id=delivery_id
     )
     headers["User-Agent"] = user_agent()
+    timeout = settings.NOTIFY_TIMEOUT
     client = httpx2.Client(
         transport=guarded_transport(
-            allow_private=settings.CRAWL_ALLOW_PRIVATE_ADDRESSES
+            allow_private=settings.CRAWL_ALLOW_PRIVATE_ADDRESSES,
+            deadline=started + timeout,
         ),
-        timeout=httpx2.Timeout(float(settings.NOTIFY_TIMEOUT)),
+        timeout=httpx2.Timeout(float(timeout)),
         follow_redirects=False,
         trust_env=False,
     )
     try:
         with client.stream("POST", url, content=body, headers=headers) as answer:
             status = answer.status_code
-            said = _answer_start(answer)
             retry_after = retry_after_seconds(answer.headers.get("retry-after"))
+            # A 2xx is the receiver's word that it has the body: what follows
+            # it is not waited for.
+            said = "" if 200 <= status < 300 else _answer_start(answer, timeout)
     except Refused as exc:
         return Attempt(
             ok=False, error=str(exc), retry=False, refused=True,
@@ -76,8 +82,7 @@ def webhook_post(*, url: str, secret: str, delivery_id: str, body: bytes) -> Att
             retry=False, refused=True, duration_ms=_elapsed(started),
         )  # fmt: skip
     except httpx2.TimeoutException:
-        timeout = settings.NOTIFY_TIMEOUT
-        error = f"no answer within {timeout} s"
+        error = f"no answer within {timeout} s (NOTIFY_TIMEOUT, for the whole exchange)"
         return Attempt(ok=False, error=error, duration_ms=_elapsed(started))
     except httpx2.TransportError as exc:
         error = f"{type(exc).__name__}: {exc}"[:500]
@@ -87,14 +92,22 @@ def webhook_post(*, url: str, secret: str, delivery_id: str, body: bytes) -> Att
     return _judged(status, said, retry_after, _elapsed(started))
 
 
-def _answer_start(answer: httpx2.Response) -> str:
-    """The first bytes of the receiver's answer, for the log; the rest unread."""
+def _answer_start(answer: httpx2.Response, timeout: int) -> str:
+    """The first bytes of the receiver's answer, for the log; the rest unread.
+    An answer cut by the deadline, or broken off, is kept as far as it came."""
     data = b""
-    for chunk in answer.iter_bytes():
-        data += chunk
-        if len(data) >= ANSWER_BYTES:
-            break
-    return " ".join(data[:ANSWER_BYTES].decode("utf-8", "replace").split())
+    ending = ""
+    try:
+        for chunk in answer.iter_bytes():
+            data += chunk
+            if len(data) >= ANSWER_BYTES:
+                break
+    except httpx2.TimeoutException:
+        ending = f" (cut at NOTIFY_TIMEOUT, {timeout} s)"
+    except httpx2.TransportError as exc:
+        ending = f" (broken off: {type(exc).__name__})"
+    said = " ".join(data[:ANSWER_BYTES].decode("utf-8", "replace").split())
+    return (said + ending).strip()
 
 
 def _judged(status: int, said: str, retry_after: float | None, ms: int) -> Attempt:

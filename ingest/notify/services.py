@@ -8,7 +8,9 @@ row lock, a subscription has at most one unsent notification (a unique index),
 and a notification is sent by the run whose conditional update claimed it. A run
 that dies after sending and before recording leaves the notification claimed;
 once no job could still hold it (Q_RETRY) it waits again and is sent again, with
-the same id.
+the same id. Runs send only in one of NOTIFY_MAX_WORKERS slots (``slots``), and
+each attempt ends by NOTIFY_TIMEOUT, so receivers that hang hold few workers, for
+a bounded time.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -34,16 +37,20 @@ from ingest.notify.models import (
 )
 from ingest.notify.sending import Attempt, email_send, webhook_post
 from ingest.notify.signing import secret_new
+from ingest.notify.slots import sender_slot
 from sources.models import PageVersion
 
 logger = logging.getLogger(__name__)
 
 TASK = "ingest.tasks.notifications_send_task"
-# One run sends for at most this long, then hands over to a fresh job (well
-# inside Q_TIMEOUT).
-SEND_SECONDS = 120.0
+# One run begins rounds of attempts for this long, then hands over to a fresh job
+# at the back of the queue: receivers that hang hold a worker for a round or two
+# at a time, and the crawl and delivery jobs queued meanwhile run in between.
+SEND_SECONDS = 10.0
 # Notifications read for sending at once.
 DUE_BATCH = 50
+# Attempts made at once by one run, each exchange in a thread of its own.
+SENDS_AT_ONCE = 8
 PRUNE_BATCH = 1_000
 
 
@@ -156,17 +163,44 @@ class SendReport:
     sent: int = 0
     failed: int = 0
     more: bool = False  # the run's time was up with notifications due
+    # Every sending slot was taken: this run sent nothing and left at once.
+    deferred: bool = False
 
     def __str__(self) -> str:
+        if self.deferred:
+            return (
+                f"every sending slot is taken (NOTIFY_MAX_WORKERS="
+                f"{settings.NOTIFY_MAX_WORKERS}): left to the sender at work"
+            )
         text = f"{self.made} notifications made, {self.sent} sent, {self.failed} failed"
         return text + (" (more due)" if self.more else "")
 
 
 def notifications_send(
-    *, now: datetime | None = None, seconds: float = SEND_SECONDS
+    *, now: datetime | None = None, seconds: float | None = None
 ) -> SendReport:
     """Make the notifications that are due and send each once (a failed one is
-    tried again in a later run, after its backoff), for ``seconds`` at most."""
+    tried again in a later run, after its backoff), SENDS_AT_ONCE at a time,
+    beginning rounds for ``seconds``, in one of the NOTIFY_MAX_WORKERS sending
+    slots; with none free, nothing."""
+    with sender_slot() as slot:
+        if slot is None:
+            return SendReport(deferred=True)
+        return _due_send(
+            now=now, seconds=send_seconds() if seconds is None else seconds
+        )
+
+
+def send_seconds() -> float:
+    """How long one run begins rounds of attempts: SEND_SECONDS, less if need
+    be for its last round (NOTIFY_TIMEOUT) to end within half of Q_TIMEOUT; a job
+    that Q_TIMEOUT kills leaves its attempts unrecorded, to be sent again after
+    Q_RETRY."""
+    most = settings.Q_TIMEOUT / 2 - settings.NOTIFY_TIMEOUT
+    return max(min(SEND_SECONDS, most), 0.0)
+
+
+def _due_send(*, now: datetime | None, seconds: float) -> SendReport:
     deadline = time.monotonic() + seconds
     report = SendReport()
     notifications_unstick(now=now or timezone.now())
@@ -181,33 +215,45 @@ def notifications_send(
         )
         if not due:
             return report
-        for notification in due:
-            if time.monotonic() >= deadline:
+        for start in range(0, len(due), SENDS_AT_ONCE):
+            if tried and time.monotonic() >= deadline:  # the first are always sent
                 report.more = True
                 return report
-            tried.add(notification.pk)
-            attempt = notification_send(notification=notification, now=now)
-            if attempt is not None and attempt.ok:
-                report.sent += 1
-            elif attempt is not None:
-                report.failed += 1
+            batch = due[start : start + SENDS_AT_ONCE]
+            tried.update(notification.pk for notification in batch)
+            for attempt in notifications_send_at_once(notifications=batch, now=now):
+                report.sent += attempt.ok
+                report.failed += not attempt.ok
 
 
-def notification_send(
-    *, notification: Notification, now: datetime | None = None
-) -> Attempt | None:
-    """Claim the notification, send it once (outside any transaction) and record
-    what happened; None if another run claimed it first."""
+def notifications_send_at_once(
+    *, notifications: list[Notification], now: datetime | None = None
+) -> list[Attempt]:
+    """Claim these notifications, send those this run claimed, at once and
+    outside any transaction, and record what happened to each; their attempts
+    (none for those another run claimed first)."""
     at = now or timezone.now()
-    if not notification.mark_claimed(at=at):
-        return None
+    claimed = [n for n in notifications if n.mark_claimed(at=at)]
+    if len(claimed) <= 1:
+        attempts = [_attempt_safely(notification) for notification in claimed]
+    else:
+        # Each exchange in a thread of its own: a round of receivers that hang
+        # costs the worker NOTIFY_TIMEOUT once, not once for each.
+        with ThreadPoolExecutor(max_workers=len(claimed)) as pool:
+            attempts = list(pool.map(_attempt_safely, claimed))
+    for notification, attempt in zip(claimed, attempts, strict=True):
+        attempt_record(notification=notification, attempt=attempt, now=at)
+    return attempts
+
+
+def _attempt_safely(notification: Notification) -> Attempt:
+    """One attempt, touching no database (what it reads was loaded with the
+    notification), so that it may run in a thread of its own."""
     try:
-        attempt = _attempt(notification)
+        return _attempt(notification)
     except Exception as exc:  # a fault here must not leave it claimed until Q_RETRY
         logger.exception("notification %s could not be sent", notification.pk)
-        attempt = Attempt(ok=False, error=f"{type(exc).__name__}: {exc}"[:500])
-    attempt_record(notification=notification, attempt=attempt, now=at)
-    return attempt
+        return Attempt(ok=False, error=f"{type(exc).__name__}: {exc}"[:500])
 
 
 def _attempt(notification: Notification) -> Attempt:
@@ -256,6 +302,14 @@ def attempt_record(
             error=attempt.error[:500],
             duration_ms=attempt.duration_ms,
         )
+        if not attempt.ok:
+            logger.warning(
+                "notification %s to subscription %s, attempt %s, failed: %s",
+                notification.pk,
+                subscription.pk,
+                notification.attempts,
+                attempt.error,
+            )
         if attempt.ok:
             if notification.mark_sent(at=now, status=attempt.status):
                 Subscription.objects.filter(pk=subscription.pk).update(
