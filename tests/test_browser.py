@@ -259,6 +259,7 @@ def editor_adds_a_source(browser, live_server, site) -> tuple[str, str, str]:
     browser.find_element(By.NAME, "name").send_keys("Local docs")
     browser.find_element(By.NAME, "seed_urls").send_keys(site.url("/docs/"))
     browser.find_element(By.NAME, "_save").click()
+    _left_page(browser, "/add/")
 
     source = Source.objects.get(name="Local docs")
     warning = browser.find_element(By.CSS_SELECTOR, ".messagelist .warning").text
@@ -302,6 +303,7 @@ def test_a_first_crawl_indexing_when_a_recrawl_is_due_shows_one_true_progress(
         browser.find_element(By.NAME, "name").send_keys("Local docs")
         browser.find_element(By.NAME, "seed_urls").send_keys(site.url("/docs"))
         browser.find_element(By.NAME, "_save").click()
+        _left_page(browser, "/add/")
         source = Source.objects.get(name="Local docs")
         for _ in range(10):  # fetched; the deliveries wait for a worker
             run_queued(CRAWL_TASK)
@@ -578,9 +580,15 @@ def admin_login(browser, live_server, username: str, password: str) -> None:
 
 
 def _left_login(browser) -> None:
+    _left_page(browser, "/login/")
+
+
+def _left_page(browser, path: str) -> None:
+    """Wait until the browser is past the page at ``path``: the answer to what
+    it submitted there has come (the rows it wrote are there to read)."""
     from selenium.webdriver.support.ui import WebDriverWait
 
-    WebDriverWait(browser, 30).until(lambda b: "/login/" not in b.current_url)
+    WebDriverWait(browser, 30).until(lambda b: path not in b.current_url)
 
 
 def local_model_serves(settings) -> None:
