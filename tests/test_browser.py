@@ -252,16 +252,7 @@ def editor_adds_a_source(browser, live_server, site) -> tuple[str, str, str]:
     and last error once the crawl ran."""
     from selenium.webdriver.common.by import By
 
-    editor_create("ed")
-    browser.set_window_size(1400, 1000)
-    admin_login(browser, live_server, "ed", PASSWORD)
-    browser.get(f"{live_server.url}/admin/sources/source/add/")
-    browser.find_element(By.NAME, "name").send_keys("Local docs")
-    browser.find_element(By.NAME, "seed_urls").send_keys(site.url("/docs/"))
-    browser.find_element(By.NAME, "_save").click()
-    _left_page(browser, "/add/")
-
-    source = Source.objects.get(name="Local docs")
+    source = editor_adds_local_docs(browser, live_server, site.url("/docs/"))
     warning = browser.find_element(By.CSS_SELECTOR, ".messagelist .warning").text
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     full_page_screenshot(browser, SCREENSHOTS / "refused-crawl.png")
@@ -296,15 +287,7 @@ def test_a_first_crawl_indexing_when_a_recrawl_is_due_shows_one_true_progress(
         site.add("/docs/", page("Docs", "Welcome.", ["a.html", "b.html"]))
         site.add("/docs/a.html", page("A", "Page A."))
         site.add("/docs/b.html", page("B", "Page B."))
-        editor_create("ed")
-        browser.set_window_size(1400, 1000)
-        admin_login(browser, live_server, "ed", PASSWORD)
-        browser.get(f"{live_server.url}/admin/sources/source/add/")
-        browser.find_element(By.NAME, "name").send_keys("Local docs")
-        browser.find_element(By.NAME, "seed_urls").send_keys(site.url("/docs"))
-        browser.find_element(By.NAME, "_save").click()
-        _left_page(browser, "/add/")
-        source = Source.objects.get(name="Local docs")
+        source = editor_adds_local_docs(browser, live_server, site.url("/docs"))
         for _ in range(10):  # fetched; the deliveries wait for a worker
             run_queued(CRAWL_TASK)
 
@@ -565,6 +548,22 @@ def reader_logs_in(browser, url: str) -> None:
     browser.find_element(By.NAME, "password").send_keys("a long password 1")
     browser.find_element(By.CSS_SELECTOR, "main form button[type=submit]").click()
     _left_login(browser)
+
+
+def editor_adds_local_docs(browser, live_server, seed: str) -> Source:
+    """An editor logs in and adds the source "Local docs" of ``seed`` in the
+    admin (which starts its first crawl); the source once saved."""
+    from selenium.webdriver.common.by import By
+
+    editor_create("ed")
+    browser.set_window_size(1400, 1000)
+    admin_login(browser, live_server, "ed", PASSWORD)
+    browser.get(f"{live_server.url}/admin/sources/source/add/")
+    browser.find_element(By.NAME, "name").send_keys("Local docs")
+    browser.find_element(By.NAME, "seed_urls").send_keys(seed)
+    browser.find_element(By.NAME, "_save").click()
+    _left_page(browser, "/add/")
+    return Source.objects.get(name="Local docs")
 
 
 def admin_login(browser, live_server, username: str, password: str) -> None:
