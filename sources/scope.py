@@ -30,7 +30,7 @@ segments, percent-encoding) slips past a pattern or a seed directory.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -194,12 +194,18 @@ def _denier(canonical: str, reaching: Ranked) -> Scope | None:
 
 
 def _owner(
-    canonical: str, scopes: Sequence[Scope], *, held_by: int | None = None
+    canonical: str,
+    scopes: Sequence[Scope],
+    *,
+    holder_of: Callable[[str], int | None] | None = None,
 ) -> int | None:
-    """``held_by``: the source holding the URL's page now, if it has one."""
+    """``holder_of``: the source holding a URL's page now, if it has one; asked
+    only where sources of other groups meet (which the admin refuses to make)."""
     reaching = _reaching(canonical, scopes)
     if not reaching:
         return None
+    contested = len({s.managers for _, s in reaching}) > 1
+    held_by = holder_of(canonical) if contested and holder_of else None
     # Who decides: the page's present source while it still reaches the URL (a
     # page never crosses a group line), else the most specific source reaching
     # it. Only the sources managed as that one is compete, by the rules above.
@@ -224,11 +230,6 @@ def _owner(
         return None
     best = max(rank for rank, _ in named)
     return next(scope.source_id for rank, scope in named if rank == best)
-
-
-def _contested(canonical: str, scopes: Sequence[Scope]) -> bool:
-    """Whether sources of more than one set of groups reach the URL."""
-    return len({s.managers for _, s in _reaching(canonical, scopes)}) > 1
 
 
 def _site(canonical: str) -> str:
@@ -272,12 +273,10 @@ class ScopeMap:
         if canonical is None:
             return None
         scopes = self._candidates(_site(canonical))
-        # Only where sources of other groups meet (which the admin refuses to
-        # make) does the page's present source matter: one query then.
-        held_by = self._holder(canonical) if _contested(canonical, scopes) else None
-        return _owner(canonical, scopes, held_by=held_by)
+        return _owner(canonical, scopes, holder_of=self._holder)
 
     def _holder(self, canonical: str) -> int | None:
+        """The source holding the page at ``canonical``, one query per URL."""
         if canonical not in self._holders:
             held = Page.objects.filter(url=canonical).values_list(
                 "source_id", flat=True
