@@ -348,14 +348,22 @@ def backend(name: str):
 
 
 def ingest_corpora() -> None:
-    """Both documentation sites into one index, through a real worker cluster."""
-    from sources.models import Source
+    """The documentation sites not in the index yet into it, each a source of its
+    own, through a real worker cluster."""
+    from sources.models import Page, Source
 
-    for corpus in CORPORA.values():
+    missing = {
+        name: corpus
+        for name, corpus in CORPORA.items()
+        if not Page.objects.filter(source__name=corpus.name).exists()
+    }
+    if not missing:
+        return
+    for corpus in missing.values():
         Source.objects.get_or_create(name=corpus.name, seed_urls=corpus.base_url)
     cluster = start_cluster()
     try:
-        for name, corpus in CORPORA.items():
+        for name, corpus in missing.items():
             pages = [(u, h, 200) for u, h in corpus.pages()]
             print(deliver_all(name, pages))
     finally:
@@ -385,8 +393,7 @@ def quality(args) -> None:
         Delivery.objects.all().delete()
         Page.objects.all().delete()
         Source.objects.all().delete()
-    if not Page.objects.exists():
-        ingest_corpora()
+    ingest_corpora()
     goldens = {name: golden_load(path) for name, path in GOLDENS.items()}
     for name in args.backends.split(","):
         with backend(name):

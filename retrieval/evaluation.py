@@ -36,6 +36,7 @@ class Outcome:
     evidence: Evidence | None = None
     candidates: int = 0  # vector candidates among the searchable chunks
     phrase_found: bool | None = None  # in the answer; None: no phrase to look for
+    results: int = 0  # pages the search listed
 
 
 def golden_load(path: Path) -> list[Golden]:
@@ -103,6 +104,7 @@ def golden_run(
         evidence=search.evidence,
         candidates=search.candidates,
         phrase_found=phrase_found,
+        results=len(urls),
     )
 
 
