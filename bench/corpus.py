@@ -5,7 +5,9 @@
 - the Python 3.11 documentation (``python3.11-doc``, 493 Sphinx pages: the whole
   site but its generated indexes, search page and full table of contents),
 - the Sphinx 5.3 documentation (``sphinx-doc``, 93 Sphinx pages: the same pages
-  left out as for Python).
+  left out as for Python),
+- the BorgBackup 1.2 documentation (``borgbackup-doc``, 48 Sphinx pages: the same
+  pages left out as for Python).
 
 Each package is downloaded with ``apt-get download`` and unpacked under
 ``bench/data/`` (git-ignored) on first use.
@@ -71,6 +73,14 @@ SPHINX = Corpus(
     package="sphinx-doc",
     html_dir="usr/share/doc/sphinx-doc/html",
     base_url="https://www.sphinx-doc.org/en/5.x/",
+    pattern="**/*.html",
+    skip=("genindex", "py-modindex", "search.html", "contents.html"),
+)
+BORG = Corpus(
+    name="BorgBackup 1.2 documentation",
+    package="borgbackup-doc",
+    html_dir="usr/share/doc/borgbackup/html",
+    base_url="https://borgbackup.readthedocs.io/en/1.2-maintenance/",
     pattern="**/*.html",
     skip=("genindex", "py-modindex", "search.html", "contents.html"),
 )

@@ -14,13 +14,14 @@ import re
 import sys
 from pathlib import Path
 
-from bench.corpus import POSTGRESQL, PYTHON, SPHINX, Corpus
+from bench.corpus import BORG, POSTGRESQL, PYTHON, SPHINX, Corpus
 
 HERE = Path(__file__).resolve().parent
 GOLDEN: dict[str, Corpus] = {
     "pg_golden.jsonl": POSTGRESQL,
     "py_golden.jsonl": PYTHON,
     "sphinx_golden.jsonl": SPHINX,
+    "borg_golden.jsonl": BORG,
 }
 _HIDDEN = re.compile(r"<(script|style)\b.*?</\1\s*>", re.DOTALL | re.IGNORECASE)
 _TAG = re.compile(r"<[^>]*>")

@@ -45,7 +45,7 @@ from bench.common import (
     start_server,
     stop_cluster,
 )
-from bench.corpus import BASE_URL, DATA, POSTGRESQL, PYTHON, SPHINX, pages
+from bench.corpus import BASE_URL, BORG, DATA, POSTGRESQL, PYTHON, SPHINX, pages
 
 HERE = Path(__file__).resolve().parent
 # The Sphinx set was written and frozen before any tuning on it: report it, never
@@ -54,8 +54,9 @@ GOLDENS = {
     "pg": HERE / "pg_golden.jsonl",
     "py": HERE / "py_golden.jsonl",
     "sphinx": HERE / "sphinx_golden.jsonl",
+    "borg": HERE / "borg_golden.jsonl",
 }
-CORPORA = {"pg": POSTGRESQL, "py": PYTHON, "sphinx": SPHINX}
+CORPORA = {"pg": POSTGRESQL, "py": PYTHON, "sphinx": SPHINX, "borg": BORG}
 # Their own databases: the quality benchmark's vectors take hours to make again,
 # and no other benchmark empties them.
 LATENCY_DB = "kb_bench_latency"
