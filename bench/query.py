@@ -353,10 +353,12 @@ def ingest_corpora() -> None:
     own, through a real worker cluster."""
     from sources.models import Page, Source
 
+    # A site delivered in part (a run stopped half-way) is delivered again: its
+    # pages already indexed are only verified.
     missing = {
         name: corpus
         for name, corpus in CORPORA.items()
-        if not Page.objects.filter(source__name=corpus.name).exists()
+        if Page.objects.filter(source__name=corpus.name).count() < len(corpus.pages())
     }
     if not missing:
         return
