@@ -104,6 +104,10 @@ def main() -> None:
                             "results": o.results,
                             "abstained": o.abstained,
                             "phrase": o.phrase_found,
+                            "similarity": o.evidence.similarity if o.evidence else None,
+                            "floor": o.evidence.floor if o.evidence else None,
+                            "held": o.evidence.held if o.evidence else None,
+                            "unknown": list(o.evidence.unknown) if o.evidence else [],
                         }
                     )
             for kind in sorted(by_kind, key=lambda k: (k != "all", k)):
