@@ -31,7 +31,10 @@ def _ensure_schedules(sender: AppConfig, **kwargs: Any) -> None:
                 "ingest.tasks.recrawl_due_task",
                 settings.RECRAWL_SCHEDULE_MINUTES,
             ),
-            "ingest: resume crawls": ("ingest.tasks.crawls_resume_task", 10),
+            "ingest: resume crawls and checks": (
+                "ingest.tasks.running_resume_task",
+                10,
+            ),
             # A backstop: pushes are also sent as soon as they are queued.
             "ingest: send queued pushes": ("ingest.tasks.pushes_send_task", 1),
             # Bursts of changes settle for NOTIFY_QUIET_SECONDS before they go out.

@@ -615,6 +615,13 @@ class PublishCheck(models.Model):
     note = models.TextField(
         blank=True, help_text="Sitemaps that could not be read, or why it failed."
     )
+    reading = models.JSONField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="While it runs, where reading its sitemaps stands between two of "
+        "its jobs (ingest.sitemap_seeds.SitemapReading): the files still to read.",
+    )
 
     class Meta:
         verbose_name = "check for changes"
@@ -645,7 +652,12 @@ class PublishCheck(models.Model):
         if self.state == self.State.QUEUED:
             return self._plan()
         if self.state == self.State.RUNNING:
-            return "Reading the sitemaps."
+            if not self.sitemaps_read:
+                return "Reading the sitemaps."
+            return (
+                f"Reading the sitemaps: {_count(self.sitemaps_read, 'sitemap')} "
+                f"read so far ({_count(self.sitemap_urls, 'URL')} in scope)."
+            )
         if self.state == self.State.FAILED:
             return f"Failed: {self.note}"
         read = (
@@ -699,6 +711,42 @@ class PublishCheck(models.Model):
             # Nstproxy's API takes no validators: whole pages, hash-gated.
             return "again (whole: unchanged text is not embedded again)"
         return "by conditional request (a 304 when unchanged)"
+
+
+class PublishCheckEntry(models.Model):
+    """A page URL a running check's sitemaps list in its source's scope, kept
+    from one of the check's jobs to the next while it reads them, and deleted
+    once it hands the pages over."""
+
+    publish_check = models.ForeignKey(
+        PublishCheck, on_delete=models.CASCADE, related_name="entries"
+    )
+    position = models.PositiveIntegerField(
+        help_text="Its place in the order the sitemaps list the URLs, from 0."
+    )
+    url = models.URLField("URL", max_length=2048, help_text="Canonical.")
+    lastmod = models.DateTimeField(
+        null=True, blank=True, help_text="The sitemap's lastmod for this URL."
+    )
+    day_only = models.BooleanField(
+        default=False, help_text="The lastmod named a day only (2026-05-01)."
+    )
+
+    class Meta:
+        verbose_name = "sitemap entry of a check for changes"
+        verbose_name_plural = "sitemap entries of checks for changes"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["publish_check", "url"], name="publishcheckentry_url_uniq"
+            ),
+            models.UniqueConstraint(
+                fields=["publish_check", "position"],
+                name="publishcheckentry_position_uniq",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.url
 
 
 def _count(number: int, noun: str) -> str:

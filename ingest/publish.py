@@ -15,36 +15,52 @@ queued in a crawl) are not handed over twice.
 
 A request while a check of the source is still queued joins it (one queued check
 per source, a partial unique index): a CI step that retries does not double the
-work. The check runs as a job; its counts are on its row once it has run.
+work. The check runs as jobs of a few seconds each, as a crawl does: each reads
+sitemap files one at a time and records each as it is read (where reading
+stands, and the entries so far), then queues the next; the last hands the pages
+over and closes the check, in one transaction. A stopping worker so waits for
+one short job, and a check whose job was lost (a crash, a worker killed) is
+resumed with the running crawls (``ingest.resume``) where it stood: no file
+recorded is read again, and nothing is handed over twice. Its counts are on its
+row once it has run.
 """
 
 from __future__ import annotations
 
+import copy
 import logging
 import time
-from datetime import timedelta
+from collections import Counter
+from dataclasses import asdict
 from typing import Any
 
-from django.conf import settings
 from django.db import transaction
-from django.db.models import F, Q
+from django.db.models import F
 from django.utils import timezone
+from django_q.brokers import get_broker
+from django_q.models import OrmQ
 from django_q.tasks import async_task
 
 from ingest.crawl.claims import host_turn_end, host_turn_wait
 from ingest.crawl.fetchers import DirectFetcher, Fetcher, FetchError, Response
+from ingest.crawl.jobs import job_seconds
 from ingest.crawl.robots import origin_of
 from ingest.crawl.services import page_fetch_queue
-from ingest.models import Crawl, PublishCheck, PublishToken
+from ingest.models import Crawl, PublishCheck, PublishCheckEntry, PublishToken
 from ingest.pushing import page_ids_push_queue
 from ingest.recrawl import pushes_send_soon
-from ingest.sitemap_seeds import SitemapSeeds, source_sitemap_urls
+from ingest.sitemap_seeds import SitemapReading, SitemapSeeds
+from kbsite.sitemaps import Entry
 from sources.models import Caller, Page, Source
+from sources.scope import ScopeMap
 from sources.services import URL_BATCH, pages_sitemap_dated
 
 logger = logging.getLogger(__name__)
 
 PUBLISH_TASK = "ingest.tasks.publish_check_run_task"
+# Longest a check's job reads (job_seconds may allow more): well inside the 20 s
+# a stop of ``serve`` waits for the jobs in flight.
+CHECK_JOB_SECONDS = 5.0
 # Longest wait for a host's turn before its sitemap is given up for this check
 # (a host paused for a hostile Retry-After, or very busy).
 TURN_WAIT_MAX = 30.0
@@ -84,40 +100,191 @@ def publish_check_enqueue(*, check: PublishCheck) -> None:
 # -- running -----------------------------------------------------------------------
 
 
-def publish_check_run(*, check_id: int) -> str:
-    """Run a queued check (or one whose run died: running for longer than a job
-    may): read the sitemaps, then hand the pages over. Returns its summary."""
+def check_seconds() -> float:
+    """How long one job of a check reads before it hands over to a fresh job: a
+    crawl job's time, and no more than CHECK_JOB_SECONDS, so that a stopping
+    worker (``serve`` waits 20 s for its jobs) sees the job end, not killed."""
+    return min(job_seconds(), CHECK_JOB_SECONDS)
+
+
+def publish_check_run(*, check_id: int, seconds: float | None = None) -> str:
+    """One job of a check, queued or running: read its sitemaps one file at a
+    time for ``seconds`` (one file at least), each recorded as it is read, then
+    queue the next job; once every file is read, hand the pages over and close
+    the check. Returns its summary."""
     now = timezone.now()
-    dead = now - timedelta(seconds=settings.Q_TIMEOUT)
-    runnable = Q(state=PublishCheck.State.QUEUED) | Q(
-        state=PublishCheck.State.RUNNING, started_at__lt=dead
-    )
-    claimed = PublishCheck.objects.filter(runnable, pk=check_id).update(
+    PublishCheck.objects.filter(pk=check_id, state=PublishCheck.State.QUEUED).update(
         state=PublishCheck.State.RUNNING, started_at=now
     )
-    if not claimed:
-        return "not queued"
-    check = PublishCheck.objects.select_related("source").get(pk=check_id)
+    running = PublishCheck.objects.filter(pk=check_id, state=PublishCheck.State.RUNNING)
+    check = running.select_related("source").first()
+    if check is None:
+        return "not running"
+    deadline = time.monotonic() + (check_seconds() if seconds is None else seconds)
     try:
-        fetcher = TakingTurns(DirectFetcher())
-        try:
-            seeds = source_sitemap_urls(source=check.source, fetcher=fetcher)
-        finally:
-            fetcher.close()
-        with transaction.atomic():
-            _hand_over(check, seeds)
-            check.state = PublishCheck.State.DONE
-            check.finished_at = timezone.now()
-            check.save()
+        state = _read(check, deadline)
+        if state == "continues":
+            publish_check_enqueue(check=check)
+        elif state == "read":
+            _finish(check_id=check.pk)
     except Exception as exc:
         logger.exception("check %s of source %s failed", check.pk, check.source_id)
-        PublishCheck.objects.filter(pk=check.pk).update(
-            state=PublishCheck.State.FAILED,
-            finished_at=timezone.now(),
-            note=f"{type(exc).__name__}: {exc}"[:2000],
-        )
-        check.refresh_from_db()
+        with transaction.atomic():
+            running.update(
+                state=PublishCheck.State.FAILED,
+                finished_at=timezone.now(),
+                note=f"{type(exc).__name__}: {exc}"[:2000],
+                reading=None,
+            )
+            PublishCheckEntry.objects.filter(publish_check=check_id).delete()
+    check.refresh_from_db()
     return check.summary()
+
+
+def _read(check: PublishCheck, deadline: float) -> str:
+    """Read the check's sitemaps until ``deadline``: "read" once every file is,
+    "continues" if files are left, "overtaken" if another job of the check
+    recorded a file first (it goes on: this one stops)."""
+    fetcher = TakingTurns(DirectFetcher())
+    scope = ScopeMap()
+    try:
+        while True:
+            before = check.reading
+            reading = _reading_of(check)
+            if reading.done:
+                return "read"
+            entries = reading.step(source=check.source, fetcher=fetcher, scope=scope)
+            if not _record(check, before=before, reading=reading, entries=entries):
+                return "overtaken"
+            if time.monotonic() >= deadline:
+                return "read" if reading.done else "continues"
+    finally:
+        fetcher.close()
+
+
+def _reading_of(check: PublishCheck) -> SitemapReading:
+    if check.reading is None:
+        return SitemapReading.start(check.source)
+    # A copy: reading goes on in its lists, while the row's stay as recorded.
+    return SitemapReading(**copy.deepcopy(check.reading))
+
+
+def _record(
+    check: PublishCheck,
+    *,
+    before: dict[str, Any] | None,
+    reading: SitemapReading,
+    entries: list[Entry],
+) -> bool:
+    """Keep the file just read: its entries new to the check (while it has room)
+    and where reading stands, together, unless the check is no longer running or
+    another job recorded a file since ``before``. Whether it was kept."""
+    with transaction.atomic():
+        row = (
+            PublishCheck.objects.select_for_update()
+            .filter(pk=check.pk, state=PublishCheck.State.RUNNING)
+            .values("reading")
+            .first()
+        )
+        if row is None or row["reading"] != before:
+            return False
+        _entries_keep(check, reading, entries)
+        check.reading = asdict(reading)
+        check.sitemaps_read, check.sitemap_urls = reading.sitemaps, reading.covered
+        PublishCheck.objects.filter(pk=check.pk).update(
+            reading=check.reading,
+            sitemaps_read=check.sitemaps_read,
+            sitemap_urls=check.sitemap_urls,
+        )
+    return True
+
+
+def _entries_keep(
+    check: PublishCheck, reading: SitemapReading, entries: list[Entry]
+) -> None:
+    urls = [entry.url for entry in entries]
+    known: set[str] = set()
+    for start in range(0, len(urls), URL_BATCH):
+        batch = urls[start : start + URL_BATCH]
+        known.update(check.entries.filter(url__in=batch).values_list("url", flat=True))
+    room = max(reading.wanted - reading.covered, 0)
+    new = [entry for entry in entries if entry.url not in known][:room]
+    PublishCheckEntry.objects.bulk_create(
+        PublishCheckEntry(
+            publish_check=check,
+            position=reading.covered + n,
+            url=entry.url,
+            lastmod=entry.lastmod,
+            day_only=entry.day_only,
+        )
+        for n, entry in enumerate(new)
+    )
+    reading.covered += len(new)
+
+
+def _finish(*, check_id: int) -> None:
+    """Every sitemap read: the pages to the crawler and the check closed, in one
+    transaction, once (a second job finds the check no longer running)."""
+    with transaction.atomic():
+        running = PublishCheck.objects.select_for_update(of=("self",))
+        check = (
+            running.select_related("source")
+            .filter(pk=check_id, state=PublishCheck.State.RUNNING)
+            .first()
+        )
+        if check is None:
+            return
+        reading = _reading_of(check)
+        rows = check.entries.order_by("position")
+        entries = [
+            Entry(url=row.url, lastmod=row.lastmod, day_only=row.day_only)
+            for row in rows.only("url", "lastmod", "day_only")
+        ]
+        seeds = SitemapSeeds(
+            entries=entries,
+            sitemaps=reading.sitemaps,
+            listed=reading.listed,
+            errors=reading.errors,
+        )
+        _hand_over(check, seeds)
+        check.state = PublishCheck.State.DONE
+        check.finished_at = timezone.now()
+        check.reading = None
+        check.save()
+        check.entries.all().delete()
+
+
+def publish_checks_resume() -> int:
+    """Queue a job for each check queued or running that has none on the queue
+    (lost to a crash, to a worker killed at a stop, or to a purge), with the
+    checks' rows locked, so that processes resuming together take turns and
+    each counts the jobs the one before it queued. A job a killed worker had
+    taken counts until the queue offers it again (Q_RETRY). Returns how many
+    were queued."""
+    waiting = [PublishCheck.State.QUEUED, PublishCheck.State.RUNNING]
+    with transaction.atomic():
+        pending = list(
+            PublishCheck.objects.select_for_update()
+            .filter(state__in=waiting)
+            .order_by("pk")
+            .values_list("pk", flat=True)
+        )
+        if not pending:
+            return 0
+        queued = _jobs_queued()
+        lost = [pk for pk in pending if not queued[pk]]
+        for pk in lost:
+            async_task(PUBLISH_TASK, pk, task_name=f"check {pk} resumed")
+    return len(lost)
+
+
+def _jobs_queued() -> Counter[int]:
+    jobs: Counter[int] = Counter()
+    for row in OrmQ.objects.filter(key=get_broker().list_key).iterator():
+        task = row.task
+        if isinstance(task, dict) and task.get("func") == PUBLISH_TASK and task["args"]:
+            jobs[task["args"][0]] += 1
+    return jobs
 
 
 def _hand_over(check: PublishCheck, seeds: SitemapSeeds) -> None:

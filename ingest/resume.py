@@ -1,8 +1,9 @@
-"""Work picked up again. Running crawls: whenever a worker process starts (a
-restart after a crash resumes them at once, not at the next run of the schedule),
-every 10 minutes by the schedule, and while ``manage.py crawl`` waits. Deliveries
-and crawls stranded by a database outage: as soon as the cluster reads its queue
-again (``kbsite.queue_broker.database_back``), not at the next sweep."""
+"""Work picked up again. Running crawls and checks for changes: whenever a worker
+process starts (a restart after a crash resumes them at once, not at the next run
+of the schedule), every 10 minutes by the schedule, and (crawls) while ``manage.py
+crawl`` waits. Deliveries, crawls and checks stranded by a database outage: as
+soon as the cluster reads its queue again (``kbsite.queue_broker.database_back``),
+not at the next sweep."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from django.db import DatabaseError, transaction
 
 from ingest.crawl.jobs import crawls_resume
 from ingest.models import Crawl
+from ingest.publish import publish_checks_resume
 from ingest.queueing import deliveries_requeue_stalled
 from sources.models import Source
 
@@ -33,29 +35,42 @@ def crawls_resume_locked() -> int:
         return crawls_resume()
 
 
+def running_resume() -> tuple[int, int]:
+    """Queue the jobs running crawls and checks for changes lack: (crawl jobs,
+    check jobs) queued."""
+    return crawls_resume_locked(), publish_checks_resume()
+
+
 def worker_started(sender: Any, proc_name: str, **kwargs: Any) -> None:
     """django-q2's ``post_spawn``, in each worker process it starts (or starts
-    again): resume running crawls before taking the first job."""
+    again): resume running crawls and checks before taking the first job."""
     try:
-        queued = crawls_resume_locked()
+        crawls, checks = running_resume()
     except DatabaseError:
         # The schedule tries again; a worker must start whatever the database does.
-        logger.exception("could not resume running crawls at worker start")
+        logger.exception("could not resume running crawls and checks at worker start")
         return
-    if queued:
-        logger.info("%s resumed running crawls: %s jobs queued", proc_name, queued)
+    if crawls or checks:
+        logger.info(
+            "%s resumed running crawls and checks: %s crawl jobs, %s check jobs queued",
+            proc_name,
+            crawls,
+            checks,
+        )
 
 
 def database_back(sender: Any, **kwargs: Any) -> None:
     """``kbsite.queue_broker.database_back``, in the cluster's pusher: queue again
     the deliveries whose jobs failed in the outage or whose runs it cut off, and
-    the jobs running crawls lost, before the pusher takes the next job. The
+    the jobs running crawls and checks lost, before the pusher takes the next job. The
     sweep's rules apply (a delivery a live run holds, or whose job waits, is left
     alone), so every worker node doing this at once queues each delivery once."""
     requeued = deliveries_requeue_stalled()
-    resumed = crawls_resume_locked()
+    crawls, checks = running_resume()
     logger.warning(
-        "the database is back: %s deliveries queued again, %s crawl jobs resumed",
+        "the database is back: %s deliveries queued again, %s crawl jobs and %s "
+        "check jobs resumed",
         requeued,
-        resumed,
+        crawls,
+        checks,
     )

@@ -15,7 +15,7 @@ from ingest.queueing import deliveries_bodies_expire, deliveries_requeue_stalled
 from ingest.recrawl import pushes_send_soon, recrawl_due
 from ingest.rederive import source_pages_rederive, sources_boilerplate_refresh
 from ingest.rescope import pages_rescope
-from ingest.resume import crawls_resume_locked
+from ingest.resume import running_resume
 from ingest.sitemap_seeds import source_sitemaps_push
 from sources.models import Source
 
@@ -58,8 +58,9 @@ def crawl_work_task(crawl_id: int) -> str:
     return crawl_work(crawl_id=crawl_id)
 
 
-def crawls_resume_task() -> int:
-    return crawls_resume_locked()
+def running_resume_task() -> str:
+    crawls, checks = running_resume()
+    return f"{crawls} crawl jobs, {checks} check jobs queued"
 
 
 def source_sitemaps_push_task(source_id: int) -> str:

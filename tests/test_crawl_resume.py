@@ -16,7 +16,7 @@ from django_q.signals import post_spawn
 from ingest.crawl.jobs import CRAWL_TASK
 from ingest.crawl.services import crawl_start
 from ingest.models import Crawl
-from ingest.tasks import crawls_resume_task
+from ingest.tasks import running_resume_task
 from sources.models import Source
 from tests.conftest import at_once
 from tests.fakes.site import FakeSite
@@ -59,7 +59,7 @@ ENTRY_POINTS = {
     "a worker starting": lambda source: post_spawn.send(
         sender="django_q", proc_name="Process-test"
     ),
-    "the schedule": lambda source: crawls_resume_task(),
+    "the schedule": lambda source: running_resume_task(),
     "a second start of the crawl": lambda source: crawl_start(source=source),
 }
 

@@ -12,17 +12,25 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psutil
 import pytest
 from django.core.management import CommandError, call_command
+from django.utils import timezone
 from django_q.models import OrmQ
 from django_q.tasks import async_task
 
+from ingest.models import PublishCheck
+from ingest.publish import PUBLISH_TASK, publish_check_request
+from kbsite.management.commands.serve import STOP_GRACE_SECONDS
+from sources.models import SYSTEM, Source
 from tests.conftest import PYTHON, ROOT, free_port, subprocess_env
+from tests.fakes.site import FakeSite, sitemap_xml
 from tests.test_processes import get, wait_for
+from tests.test_worker import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -32,6 +40,8 @@ WEB = "kbsite.webserver"
 Q_WORKERS = 2
 # The cluster's main process, its sentinel, monitor, pusher and workers.
 CLUSTER_PROCESSES = 4 + Q_WORKERS
+# The worker may read a site on loopback, at once.
+CHECK_ENV = {"CRAWL_ALLOW_PRIVATE_ADDRESSES": "true", "CRAWL_DELAY": "0"}
 
 
 class Served:
@@ -69,7 +79,9 @@ class Served:
                 and "] running." in self.output()
             ):
                 return
-            assert time.monotonic() < deadline, "the worker cluster did not start"
+            assert time.monotonic() < deadline, (
+                f"the worker cluster did not start:\n{self.output()}"
+            )
             time.sleep(0.25)
 
     def named(self, word: str) -> list[psutil.Process]:
@@ -345,6 +357,61 @@ def test_a_second_ctrl_c_kills_what_a_long_job_keeps_running(serve):
     assert "processes still running" in output
     left = [(p.pid, " ".join(p.cmdline())) for p in served.left_running()]
     assert not left, f"still running after serve stopped: {left}\n{output}"
+
+
+def test_a_stop_ends_a_check_between_two_of_its_jobs_and_a_restart_finishes_it(
+    serve,
+):
+    """A check reading 41 sitemaps, a second each, in one job would hold the stop
+    for the whole grace period and be killed; in jobs of a few seconds it is
+    waited for one of them, and goes on where it stood after a restart."""
+    maps = [f"/map{n}.xml" for n in range(40)]
+    with FakeSite() as site:
+        site.robots(f"User-agent: *\nSitemap: {site.url('/index.xml')}\n")
+        site.add("/index.xml", sitemap_xml([site.url(m) for m in maps], index=True))
+        for path in maps:
+            # Pages out of the source's scope: nothing is handed over to a crawl.
+            listed = sitemap_xml([site.url(f"/blog{path}.html")])
+            site.add(path, listed, slow=1.0)
+        source = Source.objects.create(name="Docs", seed_urls=site.url("/docs/"))
+        served = serve("--web-workers", "1", **CHECK_ENV)
+        served.wait_until_up(cluster=True)
+        check, _ = publish_check_request(source=source, user=SYSTEM)
+        wait_until(
+            lambda: len(site.paths()) >= 5, 60, "the check to read its first sitemaps"
+        )
+
+        started = time.monotonic()
+        os.killpg(served.process.pid, signal.SIGINT)
+        output = served.wait()
+        stopping = time.monotonic() - started
+
+        assert "processes still running" not in output, output
+        assert stopping < STOP_GRACE_SECONDS / 2, f"the stop took {stopping:.1f} s"
+        check.refresh_from_db()
+        assert check.state == PublishCheck.State.RUNNING
+        assert 3 <= check.sitemaps_read < len(maps)
+        # Its next job waits on the queue, taken by no worker.
+        jobs = [row for row in OrmQ.objects.all() if row.task["func"] == PUBLISH_TASK]
+        waiting = [(row.task["args"], row.lock <= timezone.now()) for row in jobs]
+        assert waiting == [((check.pk,), True)]
+
+        for path in maps:
+            site.routes[path].slow = 0
+        again = serve("--web-workers", "1", **CHECK_ENV)
+        again.wait_until_up(cluster=True)
+        wait_until(
+            lambda: PublishCheck.objects.get(pk=check.pk).state != "running",
+            60,
+            "the check to finish",
+        )
+        again.stop()
+        read = Counter(site.paths())
+
+    check.refresh_from_db()
+    assert check.state == PublishCheck.State.DONE, check.note
+    assert check.sitemaps_read == 1 + len(maps)
+    assert read == Counter(["/robots.txt", "/index.xml", *maps]), "each read once"
 
 
 # -- roles: a web node, a worker node ---------------------------------------------
