@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import ast
+import re
 import subprocess
 import sys
 
@@ -282,3 +284,62 @@ def test_a_bad_throttle_rate_stops_start_up_naming_it(monkeypatch, value):
 
     with pytest.raises(ImproperlyConfigured, match="ANONYMOUS_QUERY_RATE=.* a rate"):
         env_rate("ANONYMOUS_QUERY_RATE", "30/min")
+
+
+# Variables in the settings table that kbsite/settings.py does not read, and who does.
+READ_ELSEWHERE = {
+    "DJANGO_SUPERUSER_PASSWORD": "Django's createsuperuser --noinput",
+    "DJANGO_SUPERUSER_EMAIL": "Django's createsuperuser --noinput",
+    "HF_HUB_OFFLINE": "huggingface_hub (set by retrieval.backends.LocalEmbedder)",
+}
+SECRET_READERS = {"env_secret", "env_secret_list"}
+
+
+def settings_read() -> dict[str, str]:
+    """Each variable kbsite/settings.py reads, with the env helper reading it."""
+    tree = ast.parse((ROOT / "kbsite" / "settings.py").read_text())
+    read = {}
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id.startswith("env_")
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+        ):
+            read[node.args[0].value] = node.func.id
+    return read
+
+
+def settings_documented() -> dict[str, bool]:
+    """Each variable of docs/operations.md's settings table, and whether it is
+    marked (file): its secret may come from ``NAME_FILE`` too."""
+    table = (ROOT / "docs" / "operations.md").read_text().split("\n## Settings\n")[1]
+    documented = {}
+    for line in table.splitlines():
+        if line.startswith("| `"):
+            first_cell = line.split("|")[1]
+            for name, file in re.findall(r"`([A-Z0-9_]+)`( \(file\))?", first_cell):
+                documented[name] = bool(file)
+    return documented
+
+
+def test_every_variable_settings_py_reads_is_in_the_settings_table():
+    read, documented = settings_read(), settings_documented()
+
+    assert len(read) > 80, "the settings module is read as it is written"
+    assert sorted(set(read) - set(documented)) == []
+
+
+def test_every_variable_in_the_settings_table_is_read_by_settings_py_or_said_by_whom():
+    read, documented = settings_read(), settings_documented()
+
+    assert sorted(set(documented) - set(read)) == sorted(READ_ELSEWHERE)
+
+
+def test_the_settings_table_marks_file_exactly_the_secrets_read_from_a_file_too():
+    read, documented = settings_read(), settings_documented()
+
+    marked = {name for name, file in documented.items() if file}
+    secrets = {name for name, reader in read.items() if reader in SECRET_READERS}
+    assert sorted(marked) == sorted(secrets)
