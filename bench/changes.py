@@ -133,10 +133,10 @@ def main() -> None:
             for user in (admin, editor)}  # fmt: skip
     steps = PageVersion.objects.order_by("-recorded_at", "-id")
     deep = steps.only("recorded_at")[int(args.changes * 0.9)]
-    latest = steps.only("recorded_at").first()
+    latest = steps.only("recorded_at")[0]
     from sources.feeds import Cursor
 
-    source = Source.objects.order_by("pk").first()
+    source = Source.objects.earliest("pk")
     server = start_server(DATABASE, PORT)
     base = f"http://127.0.0.1:{PORT}"
     try:

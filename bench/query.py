@@ -442,7 +442,7 @@ def filtered_quality(goldens: dict, details: dict) -> None:
     from retrieval.evaluation import golden_run, metrics
     from retrieval.search import SearchMode
     from retrieval.searchable import SearchFilters
-    from sources.models import SYSTEM, Source
+    from sources.models import SYSTEM, Caller, Source
 
     print(
         f"{'golden':>7} {'method':>8} {'narrowed':>22} {'recall@1':>9} "
@@ -456,13 +456,14 @@ def filtered_quality(goldens: dict, details: dict) -> None:
         for other in Source.objects.exclude(pk=source.pk):
             other.allowed_groups.add(Group.objects.get_or_create(name="bench other")[0])
         source.allowed_groups.add(group)
+        narrowings: list[tuple[str, Caller, SearchFilters]] = [
+            ("none", SYSTEM, SearchFilters()),
+            ("source filter", SYSTEM, SearchFilters(source_ids=(source.pk,))),
+            ("reader of the source", reader, SearchFilters()),
+        ]
         try:
             for mode in [SearchMode.VECTOR, SearchMode.HYBRID]:
-                for label, user, filters in [
-                    ("none", SYSTEM, SearchFilters()),
-                    ("source filter", SYSTEM, SearchFilters(source_ids=(source.pk,))),
-                    ("reader of the source", reader, SearchFilters()),
-                ]:
+                for label, user, filters in narrowings:
                     outcomes = [
                         golden_run(g, k=5, mode=mode, user=user, filters=filters)
                         for g in golden

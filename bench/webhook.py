@@ -86,7 +86,7 @@ def stop_server(server: subprocess.Popen) -> None:
 def send(url: str, token: str, rid: str, page_url: str, body: bytes) -> float:
     parts = urlsplit(url)
     started = time.perf_counter()
-    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
+    connection = http.client.HTTPConnection(parts.netloc, timeout=30)
     connection.request(
         "POST",
         f"/webhooks/crawlbase/?token={token}",
@@ -198,11 +198,13 @@ def measure_under_ingest(
         fake_openai_env,
         queue_deliveries,
         start_fake_openai_process,
+        stop_fake_openai_process,
     )
 
     fake, base_url = start_fake_openai_process()
     try:
-        django_fresh(**fake_openai_env(base_url))
+        os.environ.update(fake_openai_env(base_url))
+        django_fresh()
         from ingest.models import Delivery
         from sources.models import Source
 
@@ -226,8 +228,7 @@ def measure_under_ingest(
         finally:
             stop_server(server)
     finally:
-        fake.stdin.close()
-        fake.wait(timeout=30)
+        stop_fake_openai_process(fake)
     report("under ingest", run, args, mean_body)
     print(
         f"  beside it the worker cluster finished {done} pages of the first crawl "
