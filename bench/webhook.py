@@ -162,6 +162,9 @@ def main() -> None:
     parser.add_argument("--senders", type=int, default=32)
     parser.add_argument("--web-workers", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--url", help="a running server instead of starting one")
+    parser.add_argument(
+        "--port", type=int, default=PORT, help=f"the started server's port ({PORT})"
+    )
     parser.add_argument("--token", default=TOKEN, help="its WEBHOOK_TOKEN")
     parser.add_argument(
         "--with-ingest",
@@ -178,9 +181,9 @@ def main() -> None:
         run = measure(args.url, args.token, corpus, label="given", **options)
         report("given server", run, args, mean_body)
         return
-    server = start_server(PORT, args.web_workers)
+    server = start_server(args.port, args.web_workers)
     try:
-        run = measure(f"http://127.0.0.1:{PORT}", TOKEN, corpus, label="idle",
+        run = measure(f"http://127.0.0.1:{args.port}", TOKEN, corpus, label="idle",
                       **options)  # fmt: skip
     finally:
         stop_server(server)
@@ -216,13 +219,15 @@ def measure_under_ingest(
             done = Delivery.objects.filter(pk__in=ids, state=Delivery.State.DONE)
             return done.count()
 
-        server = start_server(PORT, args.web_workers, worker=True)
+        server = start_server(args.port, args.web_workers, worker=True)
         try:
-            while crawled() < INGEST_WARM_UP:
+            # A site smaller than the warm-up: the worker has it all by then.
+            while crawled() < min(INGEST_WARM_UP, len(ids)):
                 time.sleep(0.2)
             cpu_before, done_before = _cluster_cpu_seconds(server), crawled()
-            run = measure(f"http://127.0.0.1:{PORT}", TOKEN, corpus, label="ingest",
-                          deliveries=args.deliveries, senders=args.senders)  # fmt: skip
+            run = measure(f"http://127.0.0.1:{args.port}", TOKEN, corpus,
+                          label="ingest", deliveries=args.deliveries,
+                          senders=args.senders)  # fmt: skip
             cpu = _cluster_cpu_seconds(server) - cpu_before
             done = crawled() - done_before
         finally:
