@@ -14,7 +14,7 @@ OLD_PG := $(VENV)/postgresql-16
 OLD_PG_STAMP := $(OLD_PG)/.installed
 RUN_DEPS := $(STAMP) $(OLD_PG_STAMP) $(if $(USES_LOCAL),$(LOCAL_STAMP))
 
-.PHONY: run test lint migrate superuser stop-db clean
+.PHONY: run test test-fast lint migrate superuser stop-db clean
 
 $(STAMP): requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -58,6 +58,11 @@ test: lint $(LOCAL_STAMP) $(OLD_PG_STAMP)
 	@# Two processes (pytest-xdist), each with a test database of its own: the
 	@# suite waits on servers and subprocesses as much as it computes.
 	$(VENV)/bin/pytest -n 2
+
+# The inner loop: no lint and no slow-marked tests (servers, subprocesses, browsers,
+# several nodes, replication); the local model's tests run if it is installed.
+test-fast: $(STAMP)
+	$(VENV)/bin/pytest -n 2 -m "not slow"
 
 superuser: $(STAMP)
 	$(PY) manage.py createsuperuser

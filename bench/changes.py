@@ -118,6 +118,9 @@ def main() -> None:
     parser.add_argument("--changes", type=int, default=100_000)
     parser.add_argument("--requests", type=int, default=200)
     parser.add_argument("--reuse", action="store_true")
+    parser.add_argument(
+        "--port", type=int, default=PORT, help=f"the server's loopback port ({PORT})"
+    )
     args = parser.parse_args()
     django_fresh(keep=args.reuse, database=DATABASE, EMBEDDING_BACKEND="hashing")
     from django.contrib.auth.models import Group, User
@@ -133,12 +136,12 @@ def main() -> None:
             for user in (admin, editor)}  # fmt: skip
     steps = PageVersion.objects.order_by("-recorded_at", "-id")
     deep = steps.only("recorded_at")[int(args.changes * 0.9)]
-    latest = steps.only("recorded_at").first()
+    latest = steps.only("recorded_at")[0]
     from sources.feeds import Cursor
 
-    source = Source.objects.order_by("pk").first()
-    server = start_server(DATABASE, PORT)
-    base = f"http://127.0.0.1:{PORT}"
+    source = Source.objects.earliest("pk")
+    server = start_server(DATABASE, args.port)
+    base = f"http://127.0.0.1:{args.port}"
     try:
         cases = [
             ("every source, superuser", admin, "/feeds/changes.json"),

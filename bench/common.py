@@ -17,12 +17,13 @@ ROOT = Path(__file__).resolve().parent.parent
 BENCH_DB = "kb_bench"
 
 
-def django_with_fake_openai(dimensions: int = 256) -> subprocess.Popen:
+def django_with_fake_openai(dimensions: int = 256) -> subprocess.Popen[str]:
     """Start the fake OpenAI endpoint in a process of its own, point the settings at
     it, set Django up on a fresh benchmark database. Returns the fake's process;
     what was embedded is read from the product's own counts (``embedding_usage``)."""
     process, base_url = start_fake_openai_process()
-    django_fresh(**fake_openai_env(base_url, dimensions))
+    os.environ.update(fake_openai_env(base_url, dimensions))
+    django_fresh()
     return process
 
 
@@ -50,7 +51,7 @@ def fake_openai_env(base_url: str, dimensions: int = 256) -> dict[str, str]:
     }
 
 
-def start_fake_openai_process() -> tuple[subprocess.Popen, str]:
+def start_fake_openai_process() -> tuple[subprocess.Popen[str], str]:
     """The fake OpenAI endpoint in a process of its own, so its work does not share
     the interpreter lock with the caller's threads. Stops when its stdin closes.
     Returns the process and its base URL."""
@@ -69,7 +70,15 @@ def start_fake_openai_process() -> tuple[subprocess.Popen, str]:
         stdout=subprocess.PIPE,
         text=True,
     )
+    assert process.stdout is not None  # stdout=PIPE
     return process, process.stdout.readline().strip()
+
+
+def stop_fake_openai_process(process: subprocess.Popen[str]) -> None:
+    """Close the fake's stdin, which stops it, and wait for it."""
+    if process.stdin is not None:
+        process.stdin.close()
+    process.wait(timeout=30)
 
 
 def django_fresh(*, keep: bool = False, database: str = BENCH_DB, **env: str) -> None:

@@ -10,16 +10,18 @@
   pages left out as for Python).
 
 Each package is downloaded with ``apt-get download`` and unpacked under
-``bench/data/`` (git-ignored) on first use.
+``bench/data/`` (git-ignored) on first use, or under ``BENCH_DATA`` if set: a
+directory laid out the same way (the smoke tests put a small made-up site there).
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-DATA = Path(__file__).resolve().parent / "data"
+DATA = Path(os.environ.get("BENCH_DATA") or Path(__file__).resolve().parent / "data")
 
 
 @dataclass(frozen=True)

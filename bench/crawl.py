@@ -111,8 +111,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--site", choices=SITES, default="postgresql")
     parser.add_argument("--limit", type=int, default=0, help="most pages to crawl")
+    parser.add_argument(
+        "--root", help="a site's directory to serve instead (its index.html first)"
+    )
     args = parser.parse_args()
     package, root = SITES[args.site]
+    root = args.root or root
     if not (Path(root) / "index.html").is_file():
         raise SystemExit(
             f"{root}/index.html is missing: install the site first, as root:\n"

@@ -1,4 +1,5 @@
-"""Check the golden sets against their corpora: ``python -m bench.golden_check``.
+"""Check the golden sets against their corpora: ``python -m bench.golden_check``
+(``--goldens DIR`` for golden files of the same names elsewhere).
 
 For each golden file, every expected URL must be a page of its corpus and, where
 a question gives an ``expected_phrase``, that phrase must occur in the text of
@@ -8,6 +9,7 @@ Prints one line per problem and a summary; exits non-zero if there is any.
 
 from __future__ import annotations
 
+import argparse
 import html
 import json
 import re
@@ -62,10 +64,14 @@ def golden_problems(path: Path, corpus: Corpus) -> tuple[int, list[str]]:
 
 
 def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--goldens", type=Path, default=HERE,
+                        help=f"the directory of {', '.join(GOLDEN)}")  # fmt: skip
+    args = parser.parse_args()
     total = 0
     problems: list[str] = []
     for name, corpus in GOLDEN.items():
-        count, found = golden_problems(HERE / name, corpus)
+        count, found = golden_problems(args.goldens / name, corpus)
         total += count
         problems += found
         for problem in found:

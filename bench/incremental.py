@@ -132,9 +132,15 @@ def main() -> None:
     print(f"(b) page-level gating: {gated:>10,} tokens")
     print(
         f"(c) this product:      {second.tokens:>10,} tokens "
-        f"= {second.tokens / gated:.3f} of (b), {second.tokens / full:.4f} of (a)"
+        f"= {_share(second.tokens, gated, 3)} of (b), "
+        f"{_share(second.tokens, full, 4)} of (a)"
     )
     print(f"footer-date-only pages: {footer_tokens or 0} tokens embedded")
+
+
+def _share(part: int, whole: int, places: int) -> str:
+    """``part`` of ``whole``; a dash for none (a site too small to edit a page)."""
+    return f"{part / whole:.{places}f}" if whole else "—"
 
 
 if __name__ == "__main__":

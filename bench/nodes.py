@@ -29,7 +29,12 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from bench.common import ROOT, fake_openai_env, start_fake_openai_process
+from bench.common import (
+    ROOT,
+    fake_openai_env,
+    start_fake_openai_process,
+    stop_fake_openai_process,
+)
 from bench.corpus import POSTGRESQL
 from bench.crawl import Site
 
@@ -68,8 +73,7 @@ def main() -> None:
             os.environ.update(env)
             run(site, env, root, args.limit, die_with_parent(signal.SIGTERM))
             if fake is not None:
-                fake.stdin.close()
-                fake.wait(timeout=30)
+                stop_fake_openai_process(fake)
 
 
 def node_env(url: str, root: Path, args: argparse.Namespace) -> dict[str, str]:

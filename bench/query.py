@@ -50,11 +50,11 @@ from bench.corpus import BASE_URL, BORG, DATA, POSTGRESQL, PYTHON, SPHINX, pages
 HERE = Path(__file__).resolve().parent
 # The Sphinx set was written and frozen before any tuning on it: report it, never
 # tune on it.
-GOLDENS = {
-    "pg": HERE / "pg_golden.jsonl",
-    "py": HERE / "py_golden.jsonl",
-    "sphinx": HERE / "sphinx_golden.jsonl",
-    "borg": HERE / "borg_golden.jsonl",
+GOLDEN_FILES = {
+    "pg": "pg_golden.jsonl",
+    "py": "py_golden.jsonl",
+    "sphinx": "sphinx_golden.jsonl",
+    "borg": "borg_golden.jsonl",
 }
 CORPORA = {"pg": POSTGRESQL, "py": PYTHON, "sphinx": SPHINX, "borg": BORG}
 # Their own databases: the quality benchmark's vectors take hours to make again,
@@ -115,9 +115,13 @@ def fill(chunks: int, paragraphs: list[str], headings: list[str]) -> None:
                   heading=rng.choice(headings))
             for n, (t, h) in enumerate(zip(texts, hashes, strict=True))
         )  # fmt: skip
+        # A small corpus draws the same three paragraphs twice: one vector each.
         Embedding.objects.bulk_create(
-            Embedding(space=embedder.space, text_hash=h, vector=v)
-            for h, v in zip(hashes, vectors, strict=True)
+            (
+                Embedding(space=embedder.space, text_hash=h, vector=v)
+                for h, v in zip(hashes, vectors, strict=True)
+            ),
+            ignore_conflicts=True,
         )
         print(
             f"\r{first + count} chunks ({time.perf_counter() - started:.0f} s)", end=""
@@ -205,14 +209,14 @@ def hnsw_recall(queries: list[str], k: int = 10, searchable=None) -> float:
     return found / (k * len(queries))
 
 
-def serve() -> tuple[subprocess.Popen, str]:
+def serve(port: int) -> tuple[subprocess.Popen, str]:
     from django.contrib.auth.models import User
     from rest_framework.authtoken.models import Token
 
     user, _ = User.objects.get_or_create(username="bench")
     User.objects.filter(pk=user.pk).update(is_superuser=True)
     token = Token.objects.get_or_create(user=user)[0].key
-    server = start_server(LATENCY_DB, PORT, API_QUERY_RATE="100000/min",
+    server = start_server(LATENCY_DB, port, API_QUERY_RATE="100000/min",
                           API_SEARCH_RATE="100000/min")  # fmt: skip
     return server, token
 
@@ -234,18 +238,18 @@ def reference_ms() -> float:
     return statistics.median(took)
 
 
-def api_requests(key: str, source_ids: list[int]) -> dict:
+def api_requests(key: str, source_ids: list[int], port: int) -> dict:
     """How to ask each endpoint a question, with this token and source filter."""
     auth = {"Authorization": f"Token {key}"}
     search = [("k", 10)] + [("sources", pk) for pk in source_ids]
     return {
         "search": lambda q: urllib.request.Request(
-            f"http://127.0.0.1:{PORT}/api/search/?"
+            f"http://127.0.0.1:{port}/api/search/?"
             + urllib.parse.urlencode([("q", q), *search]),
             headers=auth,
         ),
         "query": lambda q: urllib.request.Request(
-            f"http://127.0.0.1:{PORT}/api/query/",
+            f"http://127.0.0.1:{port}/api/query/",
             data=json.dumps({"question": q, "sources": source_ids}).encode(),
             headers={**auth, "Content-Type": "application/json"},
         ),
@@ -281,7 +285,7 @@ def latency(args) -> None:
                if h not in timed_ones][: args.queries]  # fmt: skip
     by_name = {source.name: source for source in Source.objects.all()}
     small, tenth = by_name["Small"], by_name["Tenth"]
-    server, token = serve()
+    server, token = serve(args.port)
     reader = reader_token()
     # Who asks, with which filter: (label, token, source ids, searchable).
     reader_user = User.objects.get(username="bench-reader")
@@ -302,7 +306,7 @@ def latency(args) -> None:
         for label, key, source_ids, searchable in cases:
             recall = hnsw_recall(queries, searchable=searchable)
             print(f"{label}: HNSW recall@10 against an exact scan {recall:.3f}")
-            for name, make in api_requests(key, source_ids).items():
+            for name, make in api_requests(key, source_ids, args.port).items():
                 # Unmeasured questions first: the server has just started, and a
                 # server in use has much of the index in its buffers already.
                 for q in warming:
@@ -397,7 +401,8 @@ def quality(args) -> None:
         Page.objects.all().delete()
         Source.objects.all().delete()
     ingest_corpora()
-    goldens = {name: golden_load(path) for name, path in GOLDENS.items()}
+    paths = {name: args.goldens / file for name, file in GOLDEN_FILES.items()}
+    goldens = {name: golden_load(path) for name, path in paths.items()}
     for name in args.backends.split(","):
         with backend(name):
             started = time.perf_counter()
@@ -438,7 +443,7 @@ def quality(args) -> None:
             out = DATA / f"quality-{name}.json"
             out.write_text(json.dumps(details, indent=1))
             # The same through the command operators run, per kind of question.
-            call_command("evaluate", *map(str, GOLDENS.values()), "--suggest-floor",
+            call_command("evaluate", *map(str, paths.values()), "--suggest-floor",
                          stderr=io.StringIO())  # fmt: skip
 
 
@@ -452,7 +457,7 @@ def filtered_quality(goldens: dict, details: dict) -> None:
     from retrieval.evaluation import golden_run, metrics
     from retrieval.search import SearchMode
     from retrieval.searchable import SearchFilters
-    from sources.models import SYSTEM, Source
+    from sources.models import SYSTEM, Caller, Source
 
     print(
         f"{'golden':>7} {'method':>8} {'narrowed':>22} {'recall@1':>9} "
@@ -466,13 +471,14 @@ def filtered_quality(goldens: dict, details: dict) -> None:
         for other in Source.objects.exclude(pk=source.pk):
             other.allowed_groups.add(Group.objects.get_or_create(name="bench other")[0])
         source.allowed_groups.add(group)
+        narrowings: list[tuple[str, Caller, SearchFilters]] = [
+            ("none", SYSTEM, SearchFilters()),
+            ("source filter", SYSTEM, SearchFilters(source_ids=(source.pk,))),
+            ("reader of the source", reader, SearchFilters()),
+        ]
         try:
             for mode in [SearchMode.VECTOR, SearchMode.HYBRID]:
-                for label, user, filters in [
-                    ("none", SYSTEM, SearchFilters()),
-                    ("source filter", SYSTEM, SearchFilters(source_ids=(source.pk,))),
-                    ("reader of the source", reader, SearchFilters()),
-                ]:
+                for label, user, filters in narrowings:
                     outcomes = [
                         golden_run(g, k=5, mode=mode, user=user, filters=filters)
                         for g in golden
@@ -523,6 +529,8 @@ def main() -> None:
     timing.add_argument(
         "--reuse", action="store_true", help="keep the chunks of the last run"
     )
+    timing.add_argument("--port", type=int, default=PORT,
+                        help=f"the server's loopback port ({PORT})")  # fmt: skip
     scoring = commands.add_parser("quality", help="recall and MRR per method")
     scoring.add_argument("--backends", default="hashing,local,unseen")
     scoring.add_argument(
@@ -534,6 +542,12 @@ def main() -> None:
         "--reingest",
         action="store_true",
         help="deliver the pages again but keep the vectors (after extractor changes)",
+    )
+    scoring.add_argument(
+        "--goldens",
+        type=Path,
+        default=HERE,
+        help=f"the directory of the golden sets ({', '.join(GOLDEN_FILES.values())})",
     )
     args = parser.parse_args()
     {"latency": latency, "quality": quality}[args.command](args)

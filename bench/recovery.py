@@ -259,9 +259,10 @@ def measure(root: Path, args, corpus: list[tuple[str, bytes]]) -> None:
             break
         time.sleep(1)
     done = [at for state, at in found.values() if state == "done"]
+    finished = [at for at in done if at is not None]
     failed = sum(state == "failed" for state, _ in found.values())
     lost = len(rids) - len(done) - failed
-    last = max(done) - killed if done else float("nan")
+    last = max(finished) - killed if finished else float("nan")
     print_last(root, killed)
     print(
         f"last acknowledged delivery done {last:.1f} s after the "

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from bench.baseline import encode, encoder, index_build, pages_ranked
 from bench.common import django_fresh
-from bench.query import CORPORA, GOLDENS, QUALITY_DB, backend, ingest_corpora
+from bench.query import CORPORA, GOLDEN_FILES, HERE, QUALITY_DB, backend, ingest_corpora
 
 
 def _ranks(expected: frozenset[str], urls: list[str]) -> int | None:
@@ -51,8 +51,15 @@ def _f(value: float | None) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sets", default=",".join(GOLDENS))
+    parser.add_argument("--sets", default=",".join(GOLDEN_FILES))
     parser.add_argument("--json", type=Path, help="write every outcome here")
+    parser.add_argument(
+        "--window",
+        type=int,
+        default=0,
+        help="word pieces per vector of the local model (EMBEDDING_MAX_INPUT_TOKENS;"
+        " 0: the model's own limit)",
+    )
     args = parser.parse_args()
     names = args.sets.split(",")
 
@@ -65,12 +72,14 @@ def main() -> None:
     from sources.models import SYSTEM, Source
 
     ingest_corpora()
-    goldens = {name: golden_load(GOLDENS[name]) for name in names}
+    goldens = {name: golden_load(HERE / GOLDEN_FILES[name]) for name in names}
     model = encoder()
     plain = index_build(list(CORPORA.values()), model)
     rows: list[tuple] = []
     details: dict[str, list] = defaultdict(list)
-    with backend("local"):
+    from django.test import override_settings
+
+    with backend("local"), override_settings(EMBEDDING_MAX_INPUT_TOKENS=args.window):
         *_, done = index_rebuild(target=get_embedder(), keep_old=True)
         index_statistics_refresh(force=done.texts_embedded > 0)
         for name, golden in goldens.items():
@@ -122,7 +131,7 @@ def main() -> None:
                     mine = _row([product[i].rank for i in answerable])
                     did = [i for i in members if product[i].abstained]
                     phrases = [
-                        product[i].phrase_found
+                        product[i].phrase_found is True
                         for i in answerable
                         if product[i].phrase_found is not None
                     ]

@@ -86,7 +86,7 @@ def stop_server(server: subprocess.Popen) -> None:
 def send(url: str, token: str, rid: str, page_url: str, body: bytes) -> float:
     parts = urlsplit(url)
     started = time.perf_counter()
-    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
+    connection = http.client.HTTPConnection(parts.netloc, timeout=30)
     connection.request(
         "POST",
         f"/webhooks/crawlbase/?token={token}",
@@ -162,6 +162,9 @@ def main() -> None:
     parser.add_argument("--senders", type=int, default=32)
     parser.add_argument("--web-workers", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--url", help="a running server instead of starting one")
+    parser.add_argument(
+        "--port", type=int, default=PORT, help=f"the started server's port ({PORT})"
+    )
     parser.add_argument("--token", default=TOKEN, help="its WEBHOOK_TOKEN")
     parser.add_argument(
         "--with-ingest",
@@ -178,9 +181,9 @@ def main() -> None:
         run = measure(args.url, args.token, corpus, label="given", **options)
         report("given server", run, args, mean_body)
         return
-    server = start_server(PORT, args.web_workers)
+    server = start_server(args.port, args.web_workers)
     try:
-        run = measure(f"http://127.0.0.1:{PORT}", TOKEN, corpus, label="idle",
+        run = measure(f"http://127.0.0.1:{args.port}", TOKEN, corpus, label="idle",
                       **options)  # fmt: skip
     finally:
         stop_server(server)
@@ -198,11 +201,13 @@ def measure_under_ingest(
         fake_openai_env,
         queue_deliveries,
         start_fake_openai_process,
+        stop_fake_openai_process,
     )
 
     fake, base_url = start_fake_openai_process()
     try:
-        django_fresh(**fake_openai_env(base_url))
+        os.environ.update(fake_openai_env(base_url))
+        django_fresh()
         from ingest.models import Delivery
         from sources.models import Source
 
@@ -214,20 +219,21 @@ def measure_under_ingest(
             done = Delivery.objects.filter(pk__in=ids, state=Delivery.State.DONE)
             return done.count()
 
-        server = start_server(PORT, args.web_workers, worker=True)
+        server = start_server(args.port, args.web_workers, worker=True)
         try:
-            while crawled() < INGEST_WARM_UP:
+            # A site smaller than the warm-up: the worker has it all by then.
+            while crawled() < min(INGEST_WARM_UP, len(ids)):
                 time.sleep(0.2)
             cpu_before, done_before = _cluster_cpu_seconds(server), crawled()
-            run = measure(f"http://127.0.0.1:{PORT}", TOKEN, corpus, label="ingest",
-                          deliveries=args.deliveries, senders=args.senders)  # fmt: skip
+            run = measure(f"http://127.0.0.1:{args.port}", TOKEN, corpus,
+                          label="ingest", deliveries=args.deliveries,
+                          senders=args.senders)  # fmt: skip
             cpu = _cluster_cpu_seconds(server) - cpu_before
             done = crawled() - done_before
         finally:
             stop_server(server)
     finally:
-        fake.stdin.close()
-        fake.wait(timeout=30)
+        stop_fake_openai_process(fake)
     report("under ingest", run, args, mean_body)
     print(
         f"  beside it the worker cluster finished {done} pages of the first crawl "

@@ -4,17 +4,13 @@ to a body, chunks embedded and paid for, the page locked for its swap."""
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
-import importlib
-import importlib.metadata
-from pathlib import Path
 
 from django.conf import settings
 from django.db.models import Exists, F, OuterRef
 
 from ingest import generated, similarity, wire
-from ingest.content import Content, content_derive, markdown_restrip
+from ingest.content import Content, content_derive, markdown_restrip, reading_mark
 from ingest.extract import EXTRACTOR_VERSION
 from ingest.models import Delivery
 from retrieval.chunking import ChunkDraft, chunk_markdown, embed_texts
@@ -43,27 +39,6 @@ def source_content(
     return dataclasses.replace(content, reading_key=key)
 
 
-# The modules whose code turns a body into Markdown, and the libraries they call.
-READING_MODULES = (
-    "ingest.content", "ingest.extract", "ingest.normalize", "ingest.boilerplate",
-    "ingest.generated", "ingest.release_notes", "ingest.wire", "kbsite.text",
-    "kbsite.patterns",
-)  # fmt: skip
-READING_LIBRARIES = ("html-to-markdown", "selectolax", "google-re2")
-
-
-@functools.cache
-def reading_code() -> str:
-    """A hash of the code that reads bodies: an upgrade that reads differently
-    reads every page again, whether or not it changed ``EXTRACTOR_VERSION``."""
-    digest = hashlib.sha256()
-    for name in READING_MODULES:
-        digest.update(Path(importlib.import_module(name).__file__ or "").read_bytes())
-    for library in READING_LIBRARIES:
-        digest.update(importlib.metadata.version(library).encode())
-    return digest.hexdigest()
-
-
 def source_reading_key(
     *, source: Source, url: str, raw: bytes, content_type: str
 ) -> str:
@@ -78,7 +53,7 @@ def source_reading_key(
         return ""
     rules = (
         EXTRACTOR_VERSION,
-        reading_code(),
+        reading_mark(),
         url,
         content_type,
         source.content_selector,

@@ -335,7 +335,7 @@ INDEX_BUILD_MEMORY = env_memory("INDEX_BUILD_MEMORY")
 # text gets several vectors. 0: what the model reads (see retrieval.windows).
 EMBEDDING_MAX_INPUT_TOKENS = env_int("EMBEDDING_MAX_INPUT_TOKENS", 0, minimum=0)
 # An override: unset, each embedding space learns its floor from the index itself
-# (retrieval.floors). A best cosine similarity under it is no vector evidence.
+# (retrieval.statistics). A best cosine similarity under it is no vector evidence.
 RELEVANCE_FLOOR = env_optional_float("RELEVANCE_FLOOR", minimum=0.0, maximum=1.0)
 # Price of a million embedding tokens (e.g. 0.02 for text-embedding-3-small): the
 # admin turns tokens into money with it. 0 shows tokens only.

@@ -8,12 +8,10 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from retrieval import spaces
 from retrieval.evidence import Evidence
 from retrieval.questions import citations_of, question_answer
 from retrieval.search import SearchMode, chunks_search
 from retrieval.searchable import NO_FILTERS, SearchFilters
-from retrieval.spaces import space_serving
 from sources.models import Caller
 
 
@@ -183,8 +181,3 @@ def floor_suggest(outcomes: list[Outcome]) -> tuple[float, float]:
         if right > best_right:
             best_floor, best_right = floor, right
     return best_floor, best_right / len(points)
-
-
-def floor_in_force() -> float | None:
-    """The floor in force for the serving space."""
-    return spaces.floor_in_force(space_serving())

@@ -345,9 +345,3 @@ def _probes(scope: Scope, urls: Iterable[str]) -> list[str]:
 def source_for_url(url: str) -> Source | None:
     """The source ``url`` belongs to, or None."""
     return ScopeMap().source_for(url)
-
-
-def url_belongs_to(source: Source, url: str) -> bool:
-    """Whether ``url`` belongs to ``source`` (not merely whether the source reaches
-    it: a more specific source, or one's deny pattern, may take it away)."""
-    return ScopeMap().belongs_to(source, url)

@@ -51,6 +51,21 @@ def at_once(work: Callable[[], T], times: int) -> list[T]:
     return results
 
 
+def local_model_require() -> None:
+    """Skip a test of the local embedding model when sentence-transformers is not
+    installed; fail it instead under KB_REQUIRE_LOCAL_MODEL=1 (set by `.ci/run`,
+    whose `make test` installs it), so a broken install is not a quiet skip."""
+    try:
+        import sentence_transformers  # noqa: F401
+    except ImportError:
+        if os.environ.get("KB_REQUIRE_LOCAL_MODEL"):
+            pytest.fail(
+                "KB_REQUIRE_LOCAL_MODEL is set but sentence-transformers is not "
+                "installed (requirements-local.txt)"
+            )
+        pytest.skip("sentence-transformers is not installed")
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

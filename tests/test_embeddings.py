@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import math
+import sys
 
 import openai
 import pytest
@@ -12,6 +13,7 @@ from retrieval.backends import HashingEmbedder, OpenAIEmbedder
 from retrieval.embedder import space_parts
 from retrieval.embeddings import build_embedder
 from retrieval.windows import text_windows
+from tests.conftest import local_model_require
 from tests.fakes.openai_api import FakeOpenAI
 
 
@@ -95,8 +97,25 @@ def test_a_model_returning_the_wrong_size_is_an_error():
         OpenAIEmbedder("some-compatible-model", 32).embed(["alpha"])
 
 
+@pytest.mark.parametrize(
+    ("required", "outcome"),
+    [("", pytest.skip.Exception), ("1", pytest.fail.Exception)],
+)
+def test_a_local_model_test_without_the_model_fails_when_ci_requires_it(
+    monkeypatch, required, outcome
+):
+    monkeypatch.setitem(sys.modules, "sentence_transformers", None)  # not installed
+    monkeypatch.setenv("KB_REQUIRE_LOCAL_MODEL", required)
+
+    # BaseException: a skip must not end this test as skipped, it is the answer.
+    with pytest.raises(BaseException) as raised:
+        local_model_require()
+
+    assert raised.type is outcome
+
+
 def test_the_local_backend_loads_its_model_offline_and_understands_meaning():
-    pytest.importorskip("sentence_transformers")
+    local_model_require()
     embedder = build_embedder("local", "all-MiniLM-L6-v2", 384)
 
     query, near, far = embedder.embed(
@@ -113,7 +132,7 @@ def test_the_local_backend_loads_its_model_offline_and_understands_meaning():
 
 def test_the_local_backend_draws_no_progress_bar_when_logging_at_info(capfd):
     # The web server logs at INFO: a bar there would be a line per question.
-    pytest.importorskip("sentence_transformers")
+    local_model_require()
     import logging
 
     embedder = build_embedder("local", "all-MiniLM-L6-v2", 384)
@@ -130,14 +149,14 @@ def test_the_local_backend_draws_no_progress_bar_when_logging_at_info(capfd):
 
 
 def test_the_local_backend_refuses_a_wrong_dimension():
-    pytest.importorskip("sentence_transformers")
+    local_model_require()
 
     with pytest.raises(ImproperlyConfigured, match="EMBEDDING_DIMENSIONS=512"):
         build_embedder("local", "all-MiniLM-L6-v2", 512)
 
 
 def test_the_local_backend_refuses_an_unknown_model_name():
-    pytest.importorskip("sentence_transformers")
+    local_model_require()
 
     with pytest.raises(ImproperlyConfigured, match="neither all-MiniLM-L6-v2"):
         build_embedder("local", "bert-on-the-hub", 384)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import gzip
 from unittest import mock
 
-from ingest import pipeline
+from ingest import content, pipeline
 from ingest.models import Delivery
 from sources.models import Page, Source
 from tests.world import INSTALL, INSTALL_EDITED, SITE, IngestWorld
@@ -70,8 +70,8 @@ class SameReadingTests(IngestWorld):
             "a new extractor": lambda: self.enterContext(
                 mock.patch("ingest.pipeline.EXTRACTOR_VERSION", "next")
             ),
-            "other reading code (an upgrade)": lambda: self.enterContext(
-                mock.patch("ingest.pipeline.reading_code", return_value="upgraded")
+            "a new reading version (an upgrade)": lambda: self.enterContext(
+                mock.patch("ingest.content.READING_VERSION", 2)
             ),
             "a lower body limit": lambda: self.enterContext(
                 self.settings(WEBHOOK_MAX_BODY_BYTES=1_000_000)
@@ -125,3 +125,25 @@ class SameReadingTests(IngestWorld):
             raw=gzip.compress(INSTALL.encode()),
             content_type="text/plain",
         )
+
+
+def test_a_page_read_before_the_reading_version_keeps_its_reading_key(settings):
+    # This key was made by the code before READING_VERSION (a hash of the reading
+    # modules' source text in the key): version 1 stands for that code, so the
+    # upgrade does not read every page again.
+    settings.WEBHOOK_MAX_BODY_BYTES = 5_000_000
+    source = Source(content_selector="main", boilerplate_patterns="^Copyright")
+    with (
+        mock.patch.object(content, "READING_VERSION", 1),
+        mock.patch(
+            "ingest.pipeline.EXTRACTOR_VERSION", "selectolax+html-to-markdown-3/3"
+        ),
+    ):
+        key = pipeline.source_reading_key(
+            source=source,
+            url="https://harbor.example/docs/install/",
+            raw=b"# Install\n\nRun `harbor init`.\n",
+            content_type="text/markdown",
+        )
+
+    assert key == "48f09b3adcd6a8ef4f3141ce001c861f881ca1aadcc79b695c945126a625a995"

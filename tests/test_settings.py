@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import ast
+import re
 import subprocess
 import sys
 
@@ -31,6 +33,7 @@ def run_check(**env: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow
 def test_a_bad_embedding_backend_stops_start_up_with_a_message_naming_it():
     result = run_check(EMBEDDING_BACKEND="bogus")
 
@@ -75,6 +78,7 @@ def test_a_memory_size_without_a_unit_or_out_of_range_is_refused_naming_it(
         env_memory("INDEX_BUILD_MEMORY")
 
 
+@pytest.mark.slow
 def test_vectors_up_to_what_a_half_precision_index_takes_are_accepted():
     assert run_check(EMBEDDING_BACKEND="hashing", EMBEDDING_DIMENSIONS="4000")\
         .returncode == 0  # fmt: skip
@@ -85,6 +89,7 @@ def test_vectors_up_to_what_a_half_precision_index_takes_are_accepted():
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("name", "value", "message"),
     [
@@ -100,6 +105,7 @@ def test_a_bad_search_or_index_setting_stops_start_up_naming_it(name, value, mes
     assert message in result.stderr
 
 
+@pytest.mark.slow
 def test_a_retry_delay_not_longer_than_the_job_timeout_is_refused_at_start_up():
     result = run_check(Q_TIMEOUT="300", Q_RETRY="300")
 
@@ -107,6 +113,7 @@ def test_a_retry_delay_not_longer_than_the_job_timeout_is_refused_at_start_up():
     assert "Q_RETRY=300 must be greater than Q_TIMEOUT=300" in result.stderr
 
 
+@pytest.mark.slow
 def test_the_openai_backend_without_an_api_key_is_refused():
     result = run_check(EMBEDDING_BACKEND="openai", OPENAI_API_KEY="")
 
@@ -114,6 +121,7 @@ def test_the_openai_backend_without_an_api_key_is_refused():
     assert "EMBEDDING_BACKEND='openai' needs OPENAI_API_KEY" in result.stderr
 
 
+@pytest.mark.slow
 def test_a_database_url_that_is_not_postgresql_is_refused():
     result = run_check(DATABASE_URL="sqlite:///db.sqlite3")
 
@@ -121,6 +129,7 @@ def test_a_database_url_that_is_not_postgresql_is_refused():
     assert "DATABASE_URL must point to PostgreSQL" in result.stderr
 
 
+@pytest.mark.slow
 def test_the_default_settings_pass_the_system_checks_with_no_webhook_warning():
     """No source is crawled by Crawlbase: nothing delivers to the webhook."""
     result = run_check(WEBHOOK_TOKEN="")
@@ -129,6 +138,7 @@ def test_the_default_settings_pass_the_system_checks_with_no_webhook_warning():
     assert "ingest.W001" not in result.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize(
     ("fetcher", "token", "warning"),
@@ -153,6 +163,7 @@ def test_the_webhook_token_is_warned_about_once_a_source_uses_crawlbase(
     assert found == ({warning} if warning else set()), result.stderr
 
 
+@pytest.mark.slow
 def test_a_long_webhook_token_and_a_crawl_contact_silence_the_warnings():
     result = run_check(WEBHOOK_TOKEN="x" * 32, CRAWL_CONTACT_URL="https://a.example/")
 
@@ -160,6 +171,7 @@ def test_a_long_webhook_token_and_a_crawl_contact_silence_the_warnings():
     assert "no issues" in result.stdout
 
 
+@pytest.mark.slow
 def test_a_crawler_without_a_contact_url_is_warned_about():
     result = run_check(WEBHOOK_TOKEN="x" * 32, CRAWL_CONTACT_URL="")
 
@@ -167,6 +179,7 @@ def test_a_crawler_without_a_contact_url_is_warned_about():
     assert "ingest.W003" in result.stderr
 
 
+@pytest.mark.slow
 def test_a_crawl_body_limit_over_the_delivery_limit_is_refused():
     result = run_check(WEBHOOK_MAX_BODY_BYTES="2048", CRAWL_MAX_BODY_BYTES="4096")
 
@@ -254,6 +267,7 @@ def configured_backend(**env: str) -> str:
     return result.stdout.strip().splitlines()[-1]
 
 
+@pytest.mark.slow
 def test_answers_are_semantic_by_default_local_without_a_key_openai_with_one():
     assert configured_backend() == "local"
     assert configured_backend(OPENAI_API_KEY="sk-test") == "openai"
@@ -282,3 +296,62 @@ def test_a_bad_throttle_rate_stops_start_up_naming_it(monkeypatch, value):
 
     with pytest.raises(ImproperlyConfigured, match="ANONYMOUS_QUERY_RATE=.* a rate"):
         env_rate("ANONYMOUS_QUERY_RATE", "30/min")
+
+
+# Variables in the settings table that kbsite/settings.py does not read, and who does.
+READ_ELSEWHERE = {
+    "DJANGO_SUPERUSER_PASSWORD": "Django's createsuperuser --noinput",
+    "DJANGO_SUPERUSER_EMAIL": "Django's createsuperuser --noinput",
+    "HF_HUB_OFFLINE": "huggingface_hub (set by retrieval.backends.LocalEmbedder)",
+}
+SECRET_READERS = {"env_secret", "env_secret_list"}
+
+
+def settings_read() -> dict[str, str]:
+    """Each variable kbsite/settings.py reads, with the env helper reading it."""
+    tree = ast.parse((ROOT / "kbsite" / "settings.py").read_text())
+    read = {}
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id.startswith("env_")
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+        ):
+            read[node.args[0].value] = node.func.id
+    return read
+
+
+def settings_documented() -> dict[str, bool]:
+    """Each variable of docs/operations.md's settings table, and whether it is
+    marked (file): its secret may come from ``NAME_FILE`` too."""
+    table = (ROOT / "docs" / "operations.md").read_text().split("\n## Settings\n")[1]
+    documented = {}
+    for line in table.splitlines():
+        if line.startswith("| `"):
+            first_cell = line.split("|")[1]
+            for name, file in re.findall(r"`([A-Z0-9_]+)`( \(file\))?", first_cell):
+                documented[name] = bool(file)
+    return documented
+
+
+def test_every_variable_settings_py_reads_is_in_the_settings_table():
+    read, documented = settings_read(), settings_documented()
+
+    assert len(read) > 80, "the settings module is read as it is written"
+    assert sorted(set(read) - set(documented)) == []
+
+
+def test_every_variable_in_the_settings_table_is_read_by_settings_py_or_said_by_whom():
+    read, documented = settings_read(), settings_documented()
+
+    assert sorted(set(documented) - set(read)) == sorted(READ_ELSEWHERE)
+
+
+def test_the_settings_table_marks_file_exactly_the_secrets_read_from_a_file_too():
+    read, documented = settings_read(), settings_documented()
+
+    marked = {name for name, file in documented.items() if file}
+    secrets = {name for name, reader in read.items() if reader in SECRET_READERS}
+    assert sorted(marked) == sorted(secrets)

@@ -6,6 +6,7 @@ import pytest
 
 from retrieval.answer import Passage, answer_compose
 from retrieval.spans import best_span, excerpt
+from tests.conftest import local_model_require
 
 PARTIAL = """### 11.8. Partial Indexes
 
@@ -303,7 +304,7 @@ def test_with_meaning_an_identifier_the_question_names_still_wins():
 
 
 def test_the_local_model_picks_the_option_a_question_in_a_users_words_means():
-    pytest.importorskip("sentence_transformers")
+    local_model_require()
     from retrieval.answer import Meaning
     from retrieval.backends import LocalEmbedder
 

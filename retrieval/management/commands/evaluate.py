@@ -10,7 +10,6 @@ from django.core.management.base import BaseCommand, CommandError
 
 from kbsite.progress import ProgressBar
 from retrieval.evaluation import (
-    floor_in_force,
     floor_suggest,
     golden_load,
     golden_run,
@@ -18,6 +17,7 @@ from retrieval.evaluation import (
     metrics_by_kind,
 )
 from retrieval.search import SearchMode
+from retrieval.spaces import floor_in_force, space_serving
 from sources.models import SYSTEM
 
 FLOORS = [
@@ -113,7 +113,7 @@ class Command(BaseCommand):
             report["suggested_floor"] = {
                 "relevance_floor": floor,
                 "decided_right": right,
-                "in_force": floor_in_force(),
+                "in_force": floor_in_force(space_serving()),
             }
         return report
 
