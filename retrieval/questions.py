@@ -35,6 +35,8 @@ class Citation:
     score: float
     # Plain text of the part of the chunk that was quoted or matched the question.
     excerpt: str = ""
+    # The chunk by itself is evidence for the question (``Hit.confident``).
+    confident: bool = True
 
     @property
     def page(self) -> Page:
@@ -90,7 +92,9 @@ def search_run(
     mode: SearchMode = SearchMode.HYBRID,
     log: bool = True,
 ) -> list[Citation]:
-    """Search results: the best chunk of each of ``k`` pages, best first, logged."""
+    """Search results: the best chunk of each of ``k`` pages, best first, logged.
+    A search lists what it ranked even when none of it is evidence enough to
+    answer from: each citation says whether it is (``confident``)."""
     started = time.perf_counter()
     result = chunks_search(
         query=query, user=user, k=k, filters=filters, mode=mode, per_page=1
@@ -114,6 +118,10 @@ def question_answer(
     """An answer grounded in retrieved passages, citing the pages it used."""
     started = time.perf_counter()
     result = chunks_search(query=question, user=user, k=k, filters=filters)
+    if result.abstained:
+        # Abstaining is the answer's decision: it quotes, cites and records
+        # nothing of a ranking that holds no evidence.
+        result = replace(result, hits=[], chunk_ids=[])
     citations = citations_of(result.hits)
     following = _following_chunks([c.chunk for c in citations])
     passages = [
@@ -199,7 +207,9 @@ def citations_of(hits: list[Hit]) -> list[Citation]:
     for hit in hits:
         if hit.page_id not in seen:
             seen.add(hit.page_id)
-            citations.append(Citation(chunk=hit.chunk, score=hit.score))
+            citations.append(
+                Citation(chunk=hit.chunk, score=hit.score, confident=hit.confident)
+            )
     return citations
 
 

@@ -1,15 +1,16 @@
 """Hybrid retrieval: nearest vectors and keyword matches, fused by reciprocal rank.
 
 Both lists come from chunks of live pages the caller may see, filtered in the query
-itself. A question abstains when neither list holds real evidence (see
-``retrieval.evidence``).
+itself. A search ranks whatever it finds; whether that is evidence enough to answer
+from (``retrieval.evidence``) is the answer's decision, and each hit says whether
+it holds evidence by itself (``Hit.confident``).
 """
 
 from __future__ import annotations
 
 import re
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from functools import partial
 
@@ -19,8 +20,10 @@ from kbsite.parallel import beside
 from retrieval import sql
 from retrieval.embedder import Embedder
 from retrieval.evidence import (
+    LEXICAL_COVERAGE,
     Evidence,
     evidence_weigh,
+    held_share,
     holds_own_word,
     names_unknown,
     own_terms,
@@ -98,14 +101,17 @@ class Hit:
     keyword_rank: int | None = None
     matched: int = 0  # a bit per query term the chunk holds
     release_notes: bool = False  # of a page of release notes
+    # The chunk by itself is evidence: its meaning reaches the floor, or it holds
+    # most of the question's weight (and the question names nothing unknown).
+    confident: bool = False
     # The whole row, read for the hits chosen only.
     chunk: Chunk = field(init=False, repr=False, compare=False)
 
 
 @dataclass
 class SearchResult:
-    hits: list[Hit]
-    abstained: bool
+    hits: list[Hit]  # ranked, whether or not they are evidence enough
+    abstained: bool  # they are not: an answer from them would be a guess
     evidence: Evidence
     chunk_ids: list[int] = field(default_factory=list)
     candidates: int = 0  # chunks the vector side found among the searchable ones
@@ -125,7 +131,53 @@ def chunks_search(
     mode: SearchMode = SearchMode.HYBRID,
     embedder: Embedder | None = None,
 ) -> SearchResult:
-    """The ``k`` best chunks for ``query``: by vectors, keywords or both fused."""
+    """The ``k`` best chunks for ``query``: by vectors, keywords or both fused.
+
+    A narrower scope never abstains where the whole index would answer from that
+    scope's pages: when a filtered search finds no evidence, the same question
+    is asked of everything the caller may search, and if that search has evidence
+    and its best page is within the filters, the filtered search has it too. (The
+    scope's own evidence can be weaker than the whole index's in two ways: the
+    nearest chunk of all may be another source's, and a name of the question may
+    be named only by another source.) It costs a second search for the filtered
+    questions that would abstain, and nothing for the others."""
+    result = _search(query, user, k, per_page, filters, mode, embedder)
+    if not result.abstained or filters == NO_FILTERS:
+        return result
+    wide = _search(
+        query, user, 1, 1, NO_FILTERS, mode, result.embedder, result.query_vector
+    )
+    scoped = searchable_chunks(user, filters)
+    if wide.abstained or not wide.hits or not _within(wide.hits[0], scoped):
+        return result
+    for hit in result.hits:
+        hit.confident = _confident(hit, wide.evidence, query_terms(query))
+    return replace(result, abstained=False, evidence=wide.evidence)
+
+
+def _within(hit: Hit, searchable: Searchable) -> bool:
+    """Whether the hit's page is among those ``searchable`` may return."""
+    page = hit.chunk.page
+    if searchable.source_ids is not None and page.source_id not in (
+        searchable.source_ids
+    ):
+        return False
+    since = searchable.verified_since
+    return since is None or (
+        page.last_verified_at is not None and page.last_verified_at >= since
+    )
+
+
+def _search(
+    query: str,
+    user: Caller,
+    k: int,
+    per_page: int | None,
+    filters: SearchFilters,
+    mode: SearchMode,
+    embedder: Embedder | None,
+    vector: list[float] | None = None,
+) -> SearchResult:
     per_page = per_page or settings.SEARCH_CHUNKS_PER_PAGE
     searchable = searchable_chunks(user, filters)
     terms = query_terms(query)
@@ -138,11 +190,11 @@ def chunks_search(
     space: EmbeddingSpace | None = None
     vector_hits: list[Hit] = []
     scored: list[KeywordHit] = []
-    vector: list[float] | None = None
     if mode != SearchMode.KEYWORD:
         served, space = serving()
         embedder = embedder or served
-        (vector,) = embedder.embed([query])
+        if vector is None:
+            (vector,) = embedder.embed([query])
         vector_hits, scored = _vector_hits(
             vector,
             searchable,
@@ -173,19 +225,28 @@ def chunks_search(
         ),
         first=_pages_with_own_words(terms, keyword_hits),
     )
-    if not evidence.enough:
-        return SearchResult(
-            hits=[], abstained=True, evidence=evidence, candidates=len(vector_hits)
-        )
     hits = _with_full_rows(_diverse(fused, k=k, per_page=per_page))
+    for hit in hits:
+        hit.confident = _confident(hit, evidence, terms)
     return SearchResult(
         hits=hits,
-        abstained=False,
+        abstained=not evidence.enough,
         evidence=evidence,
         chunk_ids=[h.pk for h in hits],
         candidates=len(vector_hits),
         embedder=embedder if vector is not None else None,
         query_vector=vector,
+    )
+
+
+def _confident(hit: Hit, evidence: Evidence, terms: QueryTerms) -> bool:
+    """Whether this hit by itself is evidence (``Evidence.enough`` for its own
+    similarity and words)."""
+    if evidence.off_subject:
+        return False
+    near = evidence.floor is not None and (hit.similarity or 0.0) >= evidence.floor
+    return near or (
+        evidence.keywords and held_share(terms, hit.matched) >= LEXICAL_COVERAGE
     )
 
 

@@ -64,6 +64,12 @@ class CitationSerializer(serializers.Serializer):
         "matching the question."
     )
     score = serializers.FloatField()
+    confident = serializers.BooleanField(
+        help_text="This result by itself is evidence for the question: its meaning "
+        "is as near as the index's floor, or it holds most of the question's "
+        "weight in words. A search lists its best results either way; an answer "
+        "abstains when none is."
+    )
     last_verified_at = serializers.DateTimeField(source="page.last_verified_at")
     last_changed_at = serializers.DateTimeField(source="page.last_changed_at")
 

@@ -422,7 +422,8 @@ def vector_candidates(
 # What results show of a page: the rest (its body, fingerprints and crawl history)
 # costs more to read and decode than the search's own query.
 CITED_PAGE_FIELDS = (
-    "id", "url", "title", "last_verified_at", "last_changed_at", "last_failure_at"
+    "id", "url", "title", "last_verified_at", "last_changed_at", "last_failure_at",
+    "source",
 )  # fmt: skip
 _CHUNK = Columns(
     Chunk, [f for f in Chunk._meta.concrete_fields if f.name != "search_document"], "c"
