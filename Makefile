@@ -14,7 +14,7 @@ OLD_PG := $(VENV)/postgresql-16
 OLD_PG_STAMP := $(OLD_PG)/.installed
 RUN_DEPS := $(STAMP) $(OLD_PG_STAMP) $(if $(USES_LOCAL),$(LOCAL_STAMP))
 
-.PHONY: run test test-fast lint migrate superuser stop-db clean
+.PHONY: run test test-fast test-bench lint migrate superuser stop-db clean
 
 $(STAMP): requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -56,13 +56,19 @@ lint: $(STAMP)
 
 test: lint $(LOCAL_STAMP) $(OLD_PG_STAMP)
 	@# Two processes (pytest-xdist), each with a test database of its own: the
-	@# suite waits on servers and subprocesses as much as it computes.
-	$(VENV)/bin/pytest -n 2
+	@# suite waits on servers and subprocesses as much as it computes. The
+	@# benchmarks' own runs are `make test-bench`.
+	$(VENV)/bin/pytest -n 2 -m "not bench"
+
+# Each benchmark once, on a small made-up site, as a test (CI runs it after
+# `make test`): they take minutes together, as long as a third of the suite.
+test-bench: $(LOCAL_STAMP) $(OLD_PG_STAMP)
+	$(VENV)/bin/pytest -n 2 -m bench
 
 # The inner loop: no lint and no slow-marked tests (servers, subprocesses, browsers,
 # several nodes, replication); the local model's tests run if it is installed.
 test-fast: $(STAMP)
-	$(VENV)/bin/pytest -n 2 -m "not slow"
+	$(VENV)/bin/pytest -n 2 -m "not slow and not bench"
 
 superuser: $(STAMP)
 	$(PY) manage.py createsuperuser

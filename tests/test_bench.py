@@ -171,6 +171,7 @@ def test_schedule_simulates_a_few_days_of_three_schedules(monkeypatch, capsys):
 
 
 @pytest.mark.slow
+@pytest.mark.bench
 def test_recrawl_plan_plans_the_due_pages(bench):
     out = run(bench, "bench.recrawl_plan", "--pages", "60", "--runs", "1")
 
@@ -178,6 +179,7 @@ def test_recrawl_plan_plans_the_due_pages(bench):
 
 
 @pytest.mark.slow
+@pytest.mark.bench
 def test_database_size_reads_the_database_a_benchmark_left(bench):
     run(bench, "bench.recrawl_plan", "--pages", "20", "--runs", "1")
 
@@ -187,6 +189,7 @@ def test_database_size_reads_the_database_a_benchmark_left(bench):
 
 
 @pytest.mark.slow
+@pytest.mark.bench
 def test_hnsw_build_builds_an_index_of_a_few_vectors(bench):
     out = run(bench, "bench.hnsw_build", "--dimensions", "8", "--sizes", "300")
 
@@ -194,6 +197,7 @@ def test_hnsw_build_builds_an_index_of_a_few_vectors(bench):
 
 
 @pytest.mark.slow
+@pytest.mark.bench
 def test_vectors_builds_both_precisions_and_scores_them(bench):
     out = run(bench, "bench.vectors", "--sizes", "200", "--queries", "3")
 
@@ -202,6 +206,7 @@ def test_vectors_builds_both_precisions_and_scores_them(bench):
 
 
 @pytest.mark.slow
+@pytest.mark.bench
 def test_patterns_times_deliveries_with_each_hostile_pattern(bench):
     out = run(bench, "bench.patterns", "--deliveries", "2", "--length", "60")
 
@@ -209,6 +214,7 @@ def test_patterns_times_deliveries_with_each_hostile_pattern(bench):
 
 
 @pytest.mark.slow
+@pytest.mark.bench
 def test_changes_times_the_feeds_over_http(bench):
     port = str(free_port())
     out = run(bench, "bench.changes", "--changes", "300", "--requests", "2",
@@ -218,6 +224,7 @@ def test_changes_times_the_feeds_over_http(bench):
 
 
 @pytest.mark.slow
+@pytest.mark.bench
 def test_query_latency_times_the_api_over_a_few_chunks(bench):
     port = str(free_port())
     out = run(bench, "bench.query", "latency", "--chunks", "500", "--queries", "3",
@@ -228,6 +235,7 @@ def test_query_latency_times_the_api_over_a_few_chunks(bench):
 
 
 @pytest.mark.slow
+@pytest.mark.bench
 def test_query_quality_scores_each_golden_set_on_the_three_sites(bench):
     out = run(bench, "bench.query", "quality", "--backends", "hashing",
               "--goldens", str(bench.goldens))  # fmt: skip
@@ -236,6 +244,7 @@ def test_query_quality_scores_each_golden_set_on_the_three_sites(bench):
 
 
 @pytest.mark.slow
+@pytest.mark.bench
 def test_recrawl_ingests_redelivers_and_counts_round_trips(bench):
     out = run(bench, "bench.recrawl", "--sample", "3")
 
@@ -243,6 +252,7 @@ def test_recrawl_ingests_redelivers_and_counts_round_trips(bench):
 
 
 @pytest.mark.slow
+@pytest.mark.bench
 def test_incremental_compares_the_tokens_of_a_recrawl_three_ways(bench):
     out = run(bench, "bench.incremental")
 
@@ -251,6 +261,7 @@ def test_incremental_compares_the_tokens_of_a_recrawl_three_ways(bench):
 
 
 @pytest.mark.slow
+@pytest.mark.bench
 def test_rechecks_asks_again_what_a_recrawl_made_stale(bench):
     out = run(bench, "bench.rechecks", "--questions", "5")
 
@@ -258,6 +269,7 @@ def test_rechecks_asks_again_what_a_recrawl_made_stale(bench):
 
 
 @pytest.mark.slow
+@pytest.mark.bench
 def test_crawl_crawls_the_site_twice_on_loopback(bench):
     root = bench.data / POSTGRESQL.package / POSTGRESQL.html_dir
 
@@ -268,6 +280,7 @@ def test_crawl_crawls_the_site_twice_on_loopback(bench):
 
 
 @pytest.mark.slow
+@pytest.mark.bench
 def test_notify_drip_crawls_beside_a_dripping_receiver_and_without(bench):
     out = run(bench, "bench.notify_drip", "--limit", "5", "--receivers", "1",
               "--every", "0.5")  # fmt: skip
@@ -276,6 +289,7 @@ def test_notify_drip_crawls_beside_a_dripping_receiver_and_without(bench):
 
 
 @pytest.mark.slow
+@pytest.mark.bench
 def test_nodes_crawls_the_site_with_two_worker_nodes(bench):
     out = run(bench, "bench.nodes", "--workers", "1")
 
@@ -283,6 +297,7 @@ def test_nodes_crawls_the_site_with_two_worker_nodes(bench):
 
 
 @pytest.mark.slow
+@pytest.mark.bench
 def test_recovery_finishes_acknowledged_deliveries_after_the_kill(bench):
     port = str(free_port())
     out = run(bench, "bench.recovery", "--deliveries", "30", "--rate", "15",
@@ -293,6 +308,7 @@ def test_recovery_finishes_acknowledged_deliveries_after_the_kill(bench):
 
 
 @pytest.mark.slow
+@pytest.mark.bench
 def test_webhook_times_acknowledgements_idle_and_under_ingest(bench):
     port = str(free_port())
     out = run(bench, "bench.webhook", "--deliveries", "20", "--senders", "2",
