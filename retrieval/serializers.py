@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.urls import reverse
 from rest_framework import serializers
 
-from retrieval.questions import QueryResult
+from retrieval.questions import QueryResult, feedback_ticket
 from retrieval.rendering import markdown_html
 from retrieval.searchable import SearchFilters
 
@@ -17,6 +17,18 @@ class StrictCharField(serializers.CharField):
         if not isinstance(data, str):
             self.fail("invalid")
         return super().to_internal_value(data)
+
+
+class StrictBooleanField(serializers.BooleanField):
+    """JSON's true or false, and only those (DRF's BooleanField also takes "yes",
+    1 and "off"): a rating is a verdict, not a guess at what a string meant."""
+
+    default_error_messages = {"invalid": "Must be true or false."}
+
+    def to_internal_value(self, data):
+        if not isinstance(data, bool):
+            self.fail("invalid")
+        return data
 
 
 class FiltersSerializer(serializers.Serializer):
@@ -136,7 +148,31 @@ class WidgetQueryResponseSerializer(serializers.Serializer):
     )
     abstained = serializers.BooleanField()
     citations = WidgetCitationSerializer(many=True)
+    ticket = serializers.SerializerMethodField(
+        help_text="The reader's proof that this answer was theirs, for rating it "
+        "(POST /api/widget/feedback/) within a day; null when nothing was logged."
+    )
 
     def get_answer_html(self, result: QueryResult) -> str:
         urls = [citation.section_url for citation in result.citations]
         return markdown_html(result.answer, citation_urls=urls)
+
+    def get_ticket(self, result: QueryResult) -> str | None:
+        return feedback_ticket(result.log_id) if result.log_id else None
+
+
+class FeedbackRequestSerializer(serializers.Serializer):
+    helpful = StrictBooleanField(help_text="Whether the answer was useful.")
+
+
+class WidgetFeedbackRequestSerializer(FeedbackRequestSerializer):
+    ticket = StrictCharField(
+        max_length=200, help_text="The ticket the widget's answer came with."
+    )
+    key = StrictCharField(
+        required=False,
+        allow_blank=True,
+        default="",
+        max_length=200,
+        help_text="The widget key the question was asked with, if any.",
+    )

@@ -23,7 +23,7 @@ from django.utils.cache import patch_vary_headers
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import etag, require_GET, require_POST
 from drf_spectacular.utils import extend_schema
-from rest_framework.exceptions import PermissionDenied
+from rest_framework.exceptions import NotFound, PermissionDenied
 from rest_framework.permissions import AllowAny, IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -31,6 +31,7 @@ from rest_framework.views import APIView
 
 from kbsite.replicas import replica_reads
 from kbsite.throttling import SharedRateThrottle, request_wait
+from retrieval.models import QueryLog
 from retrieval.permissions import ReadersSchema, SignedInOrPublic, reader_admitted
 from retrieval.questions import (
     feedback_ticket,
@@ -43,10 +44,12 @@ from retrieval.questions import (
 from retrieval.rechecks import answer_for, answer_report
 from retrieval.searchable import SearchFilters
 from retrieval.serializers import (
+    FeedbackRequestSerializer,
     QueryRequestSerializer,
     QueryResponseSerializer,
     SearchRequestSerializer,
     SearchResponseSerializer,
+    WidgetFeedbackRequestSerializer,
     WidgetQueryRequestSerializer,
     WidgetQueryResponseSerializer,
 )
@@ -56,7 +59,7 @@ from retrieval.widget import (
     widget_origin_allowed,
     widget_reader,
 )
-from sources.models import PageVersion
+from sources.models import PageVersion, WidgetReader
 
 ERRORS = {400: dict, 401: dict, 429: dict}
 
@@ -253,6 +256,38 @@ class AnswerView(APIView):
         return Response(answer_report(log, _diff_url(request), user=request.user))
 
 
+class AnswerFeedbackView(APIView):
+    """*Useful* / *Not useful* on a logged answer, by its asker (the
+    ``answer_id`` that ``/api/query/`` gave them); a later rating replaces an
+    earlier one."""
+
+    permission_classes = [IsAuthenticated]
+    throttle_classes = [SharedRateThrottle]
+    throttle_scope = "search"
+
+    @extend_schema(
+        request=FeedbackRequestSerializer,
+        responses={204: None, 400: dict, 401: dict, 404: dict, 429: dict},
+    )
+    def post(self, request, log_id: int):
+        body = FeedbackRequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        # Only the asker's own questions are found: a superuser reads anyone's
+        # answer (``answer_for``) but rates only their own.
+        if not query_feedback_record(
+            log_id=log_id, user=request.user, helpful=body.validated_data["helpful"]
+        ):
+            raise NotFound("No such answer of yours.", "not_found")
+        return Response(status=204)
+
+
+# What the kept answer's page says its asker thought of it.
+SAID: dict[int | None, str] = {
+    QueryLog.Feedback.HELPFUL: "useful",
+    QueryLog.Feedback.UNHELPFUL: "not useful",
+}
+
+
 @login_required
 @require_GET
 def answer_page(request: HttpRequest, log_id: int) -> HttpResponse:
@@ -261,7 +296,15 @@ def answer_page(request: HttpRequest, log_id: int) -> HttpResponse:
     if log is None:
         return HttpResponseNotFound(render(request, "404.html").content)
     report = answer_report(log, _diff_url(request), user=request.user)
-    return render(request, "retrieval/answer.html", {"log": log, "report": report})
+    context = {
+        "log": log,
+        "report": report,
+        # Its asker rates a question they typed (``query_feedback_record``): a
+        # superuser reading someone else's, or a recheck, has no buttons.
+        "rateable": log.user_id == request.user.pk and log.kind == QueryLog.Kind.QUERY,
+        "said": SAID.get(log.feedback, ""),
+    }
+    return render(request, "retrieval/answer.html", context)
 
 
 # -- the Ask widget ----------------------------------------------------------------
@@ -292,10 +335,9 @@ def widget_script(request: HttpRequest) -> HttpResponse:
     return response
 
 
-class WidgetQueryView(APIView):
-    """The Ask widget's questions, from pages of other sites: a cited answer, as
-    ``/api/query/`` gives, over the sources the page's site may read
-    (``retrieval.widget``), counted with anonymous readers' questions.
+class WidgetView(APIView):
+    """What the Ask widget's endpoints share: pages of other sites call them,
+    known by their ``Origin`` alone, counted with anonymous readers' questions.
 
     CORS: an origin some source allows gets ``Access-Control-Allow-Origin`` (its
     own, never ``*``, never with credentials) on its preflight and every answer,
@@ -327,30 +369,17 @@ class WidgetQueryView(APIView):
         super().check_permissions(request)
 
     def get_throttles(self) -> list[Any]:
-        # A preflight asks nothing: browsers send one before a question.
+        # A preflight asks nothing: browsers send one before each POST.
         return [] if self.request.method == "OPTIONS" else super().get_throttles()
 
     def options(self, request: Any, *args: Any, **kwargs: Any) -> Response:
         return Response(status=204)
 
-    @extend_schema(
-        request=WidgetQueryRequestSerializer,
-        responses={200: WidgetQueryResponseSerializer, 400: dict, 403: dict, 429: dict},
-    )
-    def post(self, request: Request) -> Response:
-        body = WidgetQueryRequestSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
+    def reader(self, *, key: str) -> WidgetReader:
         try:
-            reader = widget_reader(origin=self.origin, key=body.validated_data["key"])
+            return widget_reader(origin=self.origin, key=key)
         except WidgetRefused as refused:
             raise PermissionDenied(refused.detail, refused.code) from None
-        result = question_answer(
-            question=body.validated_data["question"],
-            user=reader,
-            k=body.validated_data["k"],
-            filters=body.filters(),
-        )
-        return Response(WidgetQueryResponseSerializer(result).data)
 
     def finalize_response(
         self, request: Request, response: Any, *args: Any, **kwargs: Any
@@ -365,3 +394,49 @@ class WidgetQueryView(APIView):
                 response["Access-Control-Allow-Headers"] = "Content-Type"
                 response["Access-Control-Max-Age"] = str(PREFLIGHT_MAX_AGE)
         return response
+
+
+class WidgetQueryView(WidgetView):
+    """The Ask widget's questions: a cited answer, as ``/api/query/`` gives, over
+    the sources the page's site may read (``retrieval.widget``), with the ticket
+    its reader rates it by."""
+
+    @extend_schema(
+        request=WidgetQueryRequestSerializer,
+        responses={200: WidgetQueryResponseSerializer, 400: dict, 403: dict, 429: dict},
+    )
+    def post(self, request: Request) -> Response:
+        body = WidgetQueryRequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        result = question_answer(
+            question=body.validated_data["question"],
+            user=self.reader(key=body.validated_data["key"]),
+            k=body.validated_data["k"],
+            filters=body.filters(),
+        )
+        return Response(WidgetQueryResponseSerializer(result).data)
+
+
+class WidgetFeedbackView(WidgetView):
+    """*Useful* / *Not useful* on a widget's answer, named by the ticket it came
+    with (the reader is anonymous: only the one answered holds it), from a page
+    that may ask. A later rating replaces an earlier one."""
+
+    @extend_schema(
+        request=WidgetFeedbackRequestSerializer,
+        responses={204: None, 400: dict, 403: dict, 404: dict, 429: dict},
+    )
+    def post(self, request: Request) -> Response:
+        body = WidgetFeedbackRequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        reader = self.reader(key=body.validated_data["key"])
+        log_id = feedback_ticket_log(body.validated_data["ticket"])
+        stored = log_id is not None and query_feedback_record(
+            log_id=log_id, user=reader, helpful=body.validated_data["helpful"]
+        )
+        if not stored:
+            raise NotFound(
+                "No such answer: the ticket is wrong or more than a day old.",
+                "not_found",
+            )
+        return Response(status=204)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from django.contrib.auth.models import Group, User
 from django.db import transaction
-from django.test import override_settings
+from django.test import Client, override_settings
+from rest_framework.authtoken.models import Token
 
 from ingest.rescope import pages_rescope
 from retrieval.asked import Concern, question_groups
@@ -288,6 +289,101 @@ class KeptAnswerPageTests(RecheckWorld):
             None,
             None,
         )
+
+
+class AnswerFeedbackTests(RecheckWorld):
+    """*Useful* / *Not useful* on a kept answer: over the API by its asker's
+    token, and on its page, as on the Ask page."""
+
+    def rate(self, log_id: int, helpful, user=None):
+        if user is not None:
+            self.client.force_login(user)
+        return self.client.post(
+            f"/api/answers/{log_id}/feedback/",
+            {"helpful": helpful},
+            content_type="application/json",
+        )
+
+    def test_the_asker_rates_their_answer_over_the_api(self):
+        log = self.ask()
+        token = Token.objects.create(user=self.reader)
+        app = Client(HTTP_AUTHORIZATION=f"Token {token.key}")
+
+        def rate(helpful: bool):
+            return app.post(
+                f"/api/answers/{log.pk}/feedback/",
+                {"helpful": helpful},
+                content_type="application/json",
+            )
+
+        unhelpful = rate(False)
+        log.refresh_from_db()
+        first = log.feedback
+        helpful = rate(True)
+        log.refresh_from_db()
+
+        assert (unhelpful.status_code, unhelpful.content) == (204, b"")
+        assert first == QueryLog.Feedback.UNHELPFUL
+        assert helpful.status_code == 204
+        assert log.feedback == QueryLog.Feedback.HELPFUL and log.feedback_at
+
+    def test_only_its_asker_rates_it(self):
+        log = self.ask()
+        other = User.objects.create_user("other", password="a long password 2")
+        root = User.objects.create_superuser("root")
+
+        others = [self.rate(log.pk, False, user) for user in [other, root]]
+        missing = self.rate(999_999, False, self.reader)
+        self.client.logout()
+        anonymous = self.rate(log.pk, False)
+
+        for response in [*others, missing]:
+            assert response.status_code == 404
+            assert response.json() == {
+                "error": "not_found",
+                "detail": "No such answer of yours.",
+            }
+        assert anonymous.status_code == 401
+        log.refresh_from_db()
+        assert log.feedback is None
+
+    def test_a_rating_is_true_or_false(self):
+        log = self.ask()
+
+        for given in ["no", 0, None, "false"]:
+            with self.subTest(helpful=given):
+                response = self.rate(log.pk, given, self.reader)
+                assert response.status_code == 400
+                assert response.json()["error"] == "invalid"
+                assert "helpful" in response.json()["fields"]
+
+    def test_the_kept_answers_page_has_the_buttons_for_its_asker(self):
+        log = self.ask()
+        self.client.force_login(self.reader)
+        page = self.client.get(f"/answers/{log.pk}/").content.decode()
+        csrf = Client(enforce_csrf_checks=True)
+        csrf.force_login(self.reader)
+        form = csrf.get(f"/answers/{log.pk}/").content.decode()
+        token = form.split('name="csrfmiddlewaretoken" value="', 1)[1].split('"')[0]
+
+        back = csrf.post(
+            "/feedback/",
+            {"log": log.pk, "helpful": "0", "next": f"/answers/{log.pk}/",
+             "csrfmiddlewaretoken": token},
+        )  # fmt: skip
+        again = self.client.get(f"/answers/{log.pk}/").content.decode()
+        self.client.force_login(User.objects.create_superuser("root"))
+        read_by_root = self.client.get(f"/answers/{log.pk}/").content.decode()
+
+        feedback = page.split('id="feedback">')[1].split("</div>")[0]
+        assert f'<input type="hidden" name="log" value="{log.pk}">' in feedback
+        assert 'value="1">Yes, useful</button>' in feedback
+        assert 'value="0">Not useful</button>' in feedback
+        assert (back.status_code, back["Location"]) == (302, f"/answers/{log.pk}/")
+        log.refresh_from_db()
+        assert log.feedback == QueryLog.Feedback.UNHELPFUL
+        assert '<span class="meta" id="rated">(you said: not useful)</span>' in again
+        assert 'id="feedback"' not in read_by_root, "not the superuser's to rate"
 
 
 class ChangesInTheAdminTests(RecheckWorld):

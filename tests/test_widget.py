@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import re
+import time
 from datetime import timedelta
 from pathlib import Path
 from unittest.mock import patch
@@ -15,6 +16,7 @@ from unittest.mock import patch
 import pytest
 from django.conf import settings
 from django.contrib.auth.models import User
+from django.core import signing as django_signing
 from django.forms.models import model_to_dict
 from django.test import Client
 from django.urls import reverse
@@ -26,6 +28,7 @@ from kbsite.canonical import web_origin
 from kbsite.text import sha256_hex
 from kbsite.throttling import SharedRateThrottle
 from retrieval.models import QueryLog, WidgetKey
+from retrieval.questions import feedback_ticket, question_answer
 from retrieval.views import WIDGET_SCRIPT
 from retrieval.widget import widget_key_create
 from sources.models import SYSTEM, FeedToken, Source
@@ -43,6 +46,7 @@ from tests.test_public_sources import (
 from tests.world import ingest_markdown
 
 ENDPOINT = "/api/widget/query/"
+FEEDBACK = "/api/widget/feedback/"
 ELSEWHERE = "https://elsewhere.example.com"  # a site no source allows
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 
@@ -57,9 +61,16 @@ def ask(origin: str | None = WIDGET_ORIGIN, client: Client | None = None, **body
     )
 
 
-def preflight(origin: str):
+def rate(origin: str | None = WIDGET_ORIGIN, client: Client | None = None, **body):
+    headers = {"HTTP_ORIGIN": origin} if origin is not None else {}
+    return (client or Client()).post(
+        FEEDBACK, body, content_type="application/json", **headers
+    )
+
+
+def preflight(origin: str, endpoint: str = ENDPOINT):
     return Client().options(
-        ENDPOINT,
+        endpoint,
         HTTP_ORIGIN=origin,
         HTTP_ACCESS_CONTROL_REQUEST_METHOD="POST",
         HTTP_ACCESS_CONTROL_REQUEST_HEADERS="content-type",
@@ -190,6 +201,135 @@ class CorsTests(WidgetWorld):
             assert "help.example.net" not in stored and key not in stored
         answers = " ".join(log.answer for log in logs)
         assert PUBLIC.marker in answers and VAULT.marker in answers
+
+
+class FeedbackTests(WidgetWorld):
+    """*Useful* / *Not useful* under a widget's answer: the answer carries a
+    ticket (its reader is anonymous) that rates it from the same sites, with the
+    same CORS answers, as the question was asked."""
+
+    def asked(self, **body) -> tuple[QueryLog, str]:
+        response = ask(**body)
+        assert response.status_code == 200, response.content
+        return QueryLog.objects.latest("pk"), response.json()["ticket"]
+
+    def test_an_allowed_sites_reader_rates_the_answer_by_its_ticket(self):
+        log, ticket = self.asked()
+
+        unhelpful = rate(ticket=ticket, helpful=False)
+        log.refresh_from_db()
+        first = log.feedback
+        helpful = rate(ticket=ticket, helpful=True)
+        log.refresh_from_db()
+
+        assert unhelpful.status_code == 204 and not unhelpful.content
+        assert unhelpful["Access-Control-Allow-Origin"] == WIDGET_ORIGIN
+        assert "Access-Control-Allow-Credentials" not in unhelpful
+        assert varies_by_origin(unhelpful)
+        assert first == QueryLog.Feedback.UNHELPFUL
+        assert helpful.status_code == 204
+        assert log.feedback == QueryLog.Feedback.HELPFUL, "the last rating is kept"
+        assert log.user_id is None
+
+    def test_a_key_rates_where_it_asks(self):
+        key = self.key_make([VAULT])
+        log, ticket = self.asked(question=VAULT.question, key=key)
+
+        without_key = rate(ticket=ticket, helpful=False, key="kba_" + "a" * 43)
+        rated = rate(ticket=ticket, helpful=False, key=key)
+
+        assert without_key.status_code == 403
+        assert without_key.json()["error"] == "key_refused"
+        assert rated.status_code == 204
+        log.refresh_from_db()
+        assert log.feedback == QueryLog.Feedback.UNHELPFUL
+
+    def test_a_preflight_from_an_allowed_site_is_answered_for_it_alone(self):
+        allowed = preflight(WIDGET_ORIGIN, FEEDBACK)
+        other = preflight(ELSEWHERE, FEEDBACK)
+
+        assert allowed.status_code == 204
+        assert allowed["Access-Control-Allow-Origin"] == WIDGET_ORIGIN
+        assert allowed["Access-Control-Allow-Methods"] == "POST"
+        assert allowed["Access-Control-Allow-Headers"].lower() == "content-type"
+        assert int(allowed["Access-Control-Max-Age"]) > 0
+        assert varies_by_origin(allowed)
+        assert other.status_code == 403
+        assert "Access-Control-Allow-Origin" not in other and varies_by_origin(other)
+
+    def test_a_site_no_source_allows_cannot_rate(self):
+        log, ticket = self.asked()
+
+        for origin in [ELSEWHERE, None]:
+            with self.subTest(origin=origin):
+                response = rate(origin, ticket=ticket, helpful=False)
+                assert response.status_code == 403
+                assert "Access-Control-Allow-Origin" not in response
+                assert varies_by_origin(response)
+        log.refresh_from_db()
+        assert log.feedback is None
+
+    def test_a_ticket_this_site_did_not_give_for_this_answer_is_not_found(self):
+        log, ticket = self.asked()
+        signed_in = question_answer(question=PUBLIC.question, user=self.user, k=5)
+        two_days_ago = time.time() - 2 * 24 * 3600
+        with patch("django.core.signing.time.time", return_value=two_days_ago):
+            expired = feedback_ticket(log.pk)
+
+        for name, given in [
+            ("altered", ticket + "x"),
+            ("another purpose", django_signing.dumps(log.pk, salt="another purpose")),
+            ("a signed-in reader's question", feedback_ticket(signed_in.log_id)),
+            ("no such question", feedback_ticket(10**9)),
+            ("more than a day old", expired),
+            ("not a ticket", "hello"),
+        ]:
+            with self.subTest(name):
+                response = rate(ticket=given, helpful=False)
+                assert response.status_code == 404
+                assert response.json()["error"] == "not_found"
+                assert response["Access-Control-Allow-Origin"] == WIDGET_ORIGIN
+        assert not QueryLog.objects.exclude(feedback=None).exists()
+
+    def test_a_malformed_rating_is_400_that_its_page_can_read(self):
+        log, ticket = self.asked()
+
+        for name, body in [
+            ("nothing", {}),
+            ("no verdict", {"ticket": ticket}),
+            ("no ticket", {"helpful": False}),
+            ("a verdict in words", {"ticket": ticket, "helpful": "no"}),
+            ("a verdict as a number", {"ticket": ticket, "helpful": 0}),
+            ("a null verdict", {"ticket": ticket, "helpful": None}),
+            ("a ticket as a number", {"ticket": log.pk, "helpful": False}),
+            ("an overlong ticket", {"ticket": "x" * 201, "helpful": False}),
+        ]:
+            with self.subTest(name):
+                response = rate(**body)
+                assert response.status_code == 400
+                assert response.json()["error"] == "invalid"
+                assert response["Access-Control-Allow-Origin"] == WIDGET_ORIGIN
+        not_json = Client().post(
+            FEEDBACK, "{", content_type="application/json", HTTP_ORIGIN=WIDGET_ORIGIN
+        )
+        assert (not_json.status_code, not_json.json()["error"]) == (400, "parse_error")
+        log.refresh_from_db()
+        assert log.feedback is None
+
+    def test_ratings_count_with_the_widgets_questions(self):
+        client = Client(REMOTE_ADDR="198.51.100.11")
+        rates = {**SharedRateThrottle.THROTTLE_RATES, "anon_query": "2/min"}
+        with patch.object(SharedRateThrottle, "THROTTLE_RATES", rates):
+            ticket = ask(client=client).json()["ticket"]
+            preflights = [preflight(WIDGET_ORIGIN, FEEDBACK) for _ in range(3)]
+            rated = rate(client=client, ticket=ticket, helpful=True)
+            throttled = rate(client=client, ticket=ticket, helpful=False)
+
+        assert [p.status_code for p in preflights] == [204, 204, 204]
+        assert rated.status_code == 204
+        assert (throttled.status_code, throttled.json()["error"]) == (429, "throttled")
+        assert throttled["Access-Control-Allow-Origin"] == WIDGET_ORIGIN
+        assert QueryLog.objects.get().feedback == QueryLog.Feedback.HELPFUL
 
 
 class KeyTests(WidgetWorld):

@@ -163,6 +163,22 @@ def test_the_widget_answers_on_an_allowed_site_and_refuses_another(browser, site
     log = QueryLog.objects.get(kind=QueryLog.Kind.QUERY)
     assert (log.user_id, log.abstained) == (None, False)
 
+    # The reader says it did not help: the buttons are done with, and thanked.
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    rating = box.find_element(By.CSS_SELECTOR, ".answer + .feedback")
+    buttons = rating.find_elements(By.CSS_SELECTOR, "button")
+    assert [button.text for button in buttons] == ["Useful", "Not useful"]
+    buttons[1].click()
+    WebDriverWait(browser, 10).until(lambda _: "Thanks" in rating.text)
+    full_page_screenshot(browser, SCREENSHOTS / "widget-feedback.png")
+
+    assert rating.text.startswith("Thanks for the feedback.")
+    assert [button.is_enabled() for button in buttons] == [False, False]
+    assert [b.get_attribute("aria-pressed") for b in buttons] == [None, "true"]
+    log.refresh_from_db()
+    assert (log.feedback, log.user_id) == (QueryLog.Feedback.UNHELPFUL, None)
+
     browser.get(f"{other.origin}/")
     box = browser.find_element(By.CSS_SELECTOR, ".kb-ask").shadow_root
     box.find_element(By.CSS_SELECTOR, "input").send_keys("How do I pause a queue?\n")
@@ -176,5 +192,15 @@ def test_the_widget_answers_on_an_allowed_site_and_refuses_another(browser, site
     assert QueryLog.objects.count() == 1, "the refused question was not asked"
 
     browser.get(f"{allowed.origin}/faq/")
-    box = browser.find_element(By.CSS_SELECTOR, "aside#ask > .kb-ask").shadow_root
+    host = browser.find_element(By.CSS_SELECTOR, "aside#ask > .kb-ask")
+    box = host.shadow_root
     assert box.find_element(By.CSS_SELECTOR, "label").text == "Ask the Harbor docs"
+
+    # An answer that found no evidence has nothing to rate.
+    box.find_element(By.CSS_SELECTOR, "input").send_keys(
+        "How do I restore a Harbor backup taken with Barman?\n"
+    )
+    box.find_element(By.CSS_SELECTOR, ".answer.abstained")  # waits for it
+    assert browser.execute_script(
+        "return arguments[0].shadowRoot.querySelector('.feedback') === null", host
+    )

@@ -12,6 +12,7 @@
   if (!script || !window.fetch || !Element.prototype.attachShadow) return;
   var data = script.dataset;
   var endpoint = new URL("api/widget/query/", script.src).href;
+  var rated = new URL("api/widget/feedback/", script.src).href;
   var CSS =
     ":host{all:initial;display:block;font:var(--kb-font-size,16px)/1.5 var(--kb-font,system-ui,sans-serif);color:var(--kb-text,#1d1d1f)}" +
     "*{box-sizing:border-box}" +
@@ -30,7 +31,10 @@
     "a{color:var(--kb-link,#1f5fbf)}a.marker{text-decoration:none;font-size:.8em;vertical-align:super}" +
     "h1,h2,h3,h4,h5,h6{font-size:1em;margin:.75em 0 .25em}ol,ul{margin:0;padding-left:1.4em}li{margin-bottom:.6em}" +
     "table{border-collapse:collapse}td,th{border:1px solid var(--kb-border,#d0d4dc);padding:.2em .5em}" +
-    ".meta{color:var(--kb-muted,#555);font-size:.875em}.error{color:var(--kb-error,#b00020)}";
+    ".meta{color:var(--kb-muted,#555);font-size:.875em}.error{color:var(--kb-error,#b00020)}" +
+    ".feedback{display:flex;flex-wrap:wrap;gap:.5em;align-items:center;margin:.5em 0}" +
+    ".feedback button{background:none;color:var(--kb-link,#1f5fbf);border:1px solid var(--kb-border,#d0d4dc);padding:.15em .7em;font-size:.875em}" +
+    ".feedback button:disabled{cursor:default}.feedback button[aria-pressed=true]{opacity:1;font-weight:600}";
 
   var host = document.createElement("div");
   host.className = "kb-ask";
@@ -95,6 +99,40 @@
     return span;
   }
 
+  function post(url, body) {
+    if (data.key) body.key = data.key;
+    return fetch(url, {
+      method: "POST", mode: "cors", credentials: "omit",
+      headers: {"Content-Type": "application/json"}, body: JSON.stringify(body)
+    });
+  }
+
+  // Useful / Not useful under an answer, named by the ticket it came with (the
+  // reader is anonymous: the ticket is their proof the answer was theirs).
+  function rating(ticket) {
+    var box = el("div", "feedback"), said = el("span", "meta", "Was this answer useful?");
+    box.appendChild(said);
+    var buttons = [["Useful", true], ["Not useful", false]].map(function (choice) {
+      var button = box.appendChild(el("button", "", choice[0]));
+      button.type = "button";
+      button.addEventListener("click", function () { rate(button, choice[1]); });
+      return button;
+    });
+    function rate(button, helpful) {
+      buttons.forEach(function (b) { b.disabled = true; });
+      button.setAttribute("aria-pressed", "true");  // what was said stays legible
+      post(rated, {ticket: ticket, helpful: helpful}).then(function (response) {
+        return response.ok;
+      }, function () { return false; }).then(function (ok) {
+        said.textContent = ok ? "Thanks for the feedback." : "The feedback could not be saved.";
+        if (ok) return;
+        button.removeAttribute("aria-pressed");
+        buttons.forEach(function (b) { b.disabled = false; });
+      });
+    }
+    return box;
+  }
+
   function answered(result) {
     var cites = result.citations || [], all = document.createDocumentFragment();
     var answer = el("div", result.abstained ? "answer abstained" : "answer");
@@ -103,6 +141,7 @@
     // one renderer for both, and this script's own server its only author.
     answer.innerHTML = result.answer_html || "";
     all.appendChild(answer);
+    if (!result.abstained && result.ticket) all.appendChild(rating(result.ticket));
     if (cites.length) {
       all.appendChild(el("h3", "", "Sources"));
       var list = all.appendChild(el("ol", "cites"));
@@ -145,15 +184,11 @@
     var question = input.value.trim();
     if (!question) return;
     var body = {question: question};
-    if (data.key) body.key = data.key;
     if (data.sources) body.sources = data.sources.split(",").map(Number).filter(Boolean);
     button.disabled = true;
     out.setAttribute("aria-busy", "true");
     show(el("p", "meta", "Looking for an answer…"));
-    fetch(endpoint, {
-      method: "POST", mode: "cors", credentials: "omit",
-      headers: {"Content-Type": "application/json"}, body: JSON.stringify(body)
-    }).then(function (response) {
+    post(endpoint, body).then(function (response) {
       return response.json().catch(function () { return {}; }).then(function (json) {
         return response.ok ? answered(json) : refused(response, json);
       });
