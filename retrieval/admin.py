@@ -3,6 +3,7 @@ from __future__ import annotations
 import csv
 from datetime import datetime
 from typing import Any, cast
+from urllib.parse import urlencode
 
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied
@@ -173,9 +174,9 @@ class QueryLogAdmin(VisibleRowsAdmin, ReadOnlyAdmin):
     search_fields = ["text"]
     list_select_related = ["user"]
     list_defer = ["scores"]
-    fields = ["created_at", "kind", "user", "text", "result", "answer", "chunks",
-              "latency_ms"]  # fmt: skip
-    readonly_fields = ["created_at", "result", "chunks"]
+    fields = ["created_at", "kind", "user", "text", "result", "confidence",
+              "answer", "chunks", "latency_ms"]  # fmt: skip
+    readonly_fields = ["created_at", "result", "confidence", "chunks"]
 
     def visible_rows(self, queryset: QuerySet, user: Caller) -> QuerySet:
         return cast(QueryLogQuerySet, queryset).visible_to(user)
@@ -191,7 +192,8 @@ class QueryLogAdmin(VisibleRowsAdmin, ReadOnlyAdmin):
         ]  # fmt: skip
 
     def questions_view(self, request: HttpRequest) -> HttpResponse:
-        """Questions readers asked: the unanswered and the not useful, grouped."""
+        """Questions readers asked: the unanswered, the doubtful and the not
+        useful, grouped."""
         days = self._questions_days(request)
         if isinstance(days, HttpResponse):
             return days
@@ -212,6 +214,8 @@ class QueryLogAdmin(VisibleRowsAdmin, ReadOnlyAdmin):
             "sections": sections,
             "threshold": f"{asked.GROUP_SIMILARITY:.2f}",
             "floor": floor,
+            "doubtful_similarity": f"{asked.DOUBTFUL_SIMILARITY:.2f}",
+            "doubtful_lead": f"{asked.DOUBTFUL_LEAD:.0%}",
         }
         return TemplateResponse(
             request, "admin/retrieval/querylog/questions.html", context
@@ -225,13 +229,28 @@ class QueryLogAdmin(VisibleRowsAdmin, ReadOnlyAdmin):
         floor: float | None,
     ) -> dict[str, Any]:
         found = asked.question_groups(user=request.user, concern=concern, since=since)
+        changelist = reverse("admin:retrieval_querylog_changelist")
         rows = [
             {
                 "group": group,
                 "examples": [
-                    (q, reverse("admin:retrieval_querylog_change", args=[q.ref]))
+                    (
+                        q,
+                        reverse("admin:retrieval_querylog_change", args=[q.ref.newest]),
+                    )
                     for q in group.examples
                 ],
+                "logs": _logs_link(changelist, asked.group_logs(group=group)),
+                "answered": [
+                    (
+                        page,
+                        reverse("admin:sources_page_change", args=[page.page_id]),
+                        short_path(page.url),
+                    )
+                    for page in asked.answered_from(group=group, user=request.user)
+                ]
+                if concern.answered
+                else [],
                 "more": len(group.questions) - len(group.examples),
                 "latest": ago(group.latest),
                 "near": [
@@ -317,6 +336,20 @@ class QueryLogAdmin(VisibleRowsAdmin, ReadOnlyAdmin):
             '{}<br><small class="kb-retrieved">{} retrieved</small>', answered, found
         )
 
+    @admin.display(description="how sure")
+    def confidence(self, obj: QueryLog) -> str:
+        """What the search's evidence was (``retrieval.asked.doubtful`` reads it)."""
+        if obj.similarity is None or obj.held is None:
+            return "—"  # logged before it was kept
+        floor = f"floor {obj.floor:.2f}" if obj.floor is not None else "no floor"
+        parts = [
+            f"best passage {obj.similarity:.2f} ({floor})",
+            f"{obj.held:.0%} of the question's weight in one passage",
+        ]
+        if obj.lead is not None:
+            parts.append(f"first page {obj.lead:.1%} ahead of the next")
+        return " · ".join(parts)
+
     @admin.display(description="ms", ordering="latency_ms")
     def latency(self, obj: QueryLog) -> int:
         return obj.latency_ms
@@ -355,6 +388,12 @@ class _Echo:
 
     def write(self, value: str) -> str:
         return value
+
+
+def _logs_link(changelist: str, ids: list[int]) -> str:
+    """The query log's list of these rows (the admin filters by any field's
+    lookup: ``id__in``)."""
+    return f"{changelist}?{urlencode({'id__in': ','.join(map(str, ids))})}"
 
 
 def _plural(count: int, noun: str) -> str:

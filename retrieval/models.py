@@ -333,6 +333,38 @@ class QueryLog(models.Model):
         related_name="+",
         help_text="The answer given when the question was asked again.",
     )
+    # How sure the search was (``retrieval.evidence.Evidence``, and the fused
+    # scores' first two pages): what tells a doubtful answer (``retrieval.asked``).
+    # Empty in logs written before they were kept.
+    similarity = models.FloatField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="Best cosine similarity of a passage the asker could search, "
+        "e.g. 0.52.",
+    )
+    floor = models.FloatField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="The similarity floor in force, e.g. 0.48; empty when none was "
+        "learned (a log from before it was kept is empty too).",
+    )
+    held = models.FloatField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="Largest share of the question's weight (its words, the rarer "
+        "the heavier) one passage held, e.g. 0.75.",
+    )
+    lead = models.FloatField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="How far the first page's fused score was ahead of the next "
+        "page's, as a share of it, e.g. 0.05; 1 when no other page came, negative "
+        "when a word of the question's own put it first; empty when nothing did.",
+    )
 
     objects = QueryLogQuerySet.as_manager()
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import operator
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from datetime import timedelta
 from functools import reduce
 
@@ -73,6 +73,30 @@ class Quoted:
 
 
 @dataclass(frozen=True)
+class Confidence:
+    """How sure the search behind an answer was, as its log keeps it: the best
+    similarity, the floor in force, the largest share of the question's weight
+    one passage held (``retrieval.evidence.Evidence``), and the first page's lead
+    over the next (``retrieval.search.page_lead``). What tells a doubtful answer
+    (``retrieval.asked``)."""
+
+    similarity: float | None = None
+    floor: float | None = None
+    held: float | None = None
+    lead: float | None = None
+
+    @classmethod
+    def of(cls, result: SearchResult) -> Confidence:
+        evidence = result.evidence
+        return cls(
+            similarity=round(evidence.similarity, 4),
+            floor=evidence.floor,
+            held=evidence.held,
+            lead=result.lead,
+        )
+
+
+@dataclass(frozen=True)
 class QueryResult:
     answer: str  # Markdown
     abstained: bool
@@ -81,6 +105,7 @@ class QueryResult:
     log_id: int | None = None  # the question's QueryLog row, for feedback
     quoted: Quoted = Quoted()
     scores: list[float] = field(default_factory=list)
+    confidence: Confidence = Confidence()
 
 
 def search_run(
@@ -121,7 +146,7 @@ def question_answer(
     if result.abstained:
         # Abstaining is the answer's decision: it quotes, cites and records
         # nothing of a ranking that holds no evidence.
-        result = replace(result, hits=[], chunk_ids=[])
+        result = replace(result, hits=[], chunk_ids=[], lead=None)
     citations = citations_of(result.hits)
     following = _following_chunks([c.chunk for c in citations])
     passages = [
@@ -173,6 +198,7 @@ def question_answer(
         log_id=log_id,
         quoted=quoted,
         scores=[round(h.score, 6) for h in result.hits],
+        confidence=Confidence.of(result),
     )
 
 
@@ -272,6 +298,7 @@ def _log(
         cited_hashes=list(cited.hashes) if cited else [],
         cited_pages=list(cited.pages) if cited else [],
         recheck_of=recheck_of,
+        **asdict(Confidence.of(result)),
     )
 
 

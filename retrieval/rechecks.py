@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -155,6 +155,7 @@ def _recheck(log: QueryLog, now: datetime) -> bool:
         cited_hashes=list(result.quoted.hashes),
         cited_pages=list(result.quoted.pages),
         recheck_of=log.pk,
+        **asdict(result.confidence),
     )
     QueryLog.objects.filter(pk=log.pk).update(
         status=Status.SUPERSEDED, superseded_by=new_id, rechecked_at=now

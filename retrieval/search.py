@@ -119,6 +119,9 @@ class SearchResult:
     # keyword search).
     embedder: Embedder | None = None
     query_vector: list[float] | None = None
+    # How far the first page's fused score is ahead of the next page's, as a share
+    # of it (``page_lead``); None when no page came.
+    lead: float | None = None
 
 
 def chunks_search(
@@ -236,7 +239,25 @@ def _search(
         candidates=len(vector_hits),
         embedder=embedder if vector is not None else None,
         query_vector=vector,
+        lead=page_lead(fused),
     )
+
+
+def page_lead(fused: list[Hit]) -> float | None:
+    """How far the first page's fused score is ahead of the next page's, as a
+    share of it, over every page ranked (not only the ``k`` returned): 1 when no
+    other page came, and below 0 when the first page holds a word of the
+    question's own that put it before a page both lists liked more. None when no
+    page came."""
+    scores: dict[int, float] = {}
+    for hit in fused:
+        scores.setdefault(hit.page_id, hit.score)
+        if len(scores) == 2:
+            break
+    if not scores:
+        return None
+    first, second = [*scores.values(), 0.0][:2]
+    return round((first - second) / first, 4) if first > 0 else None
 
 
 def _confident(hit: Hit, evidence: Evidence, terms: QueryTerms) -> bool:

@@ -534,7 +534,8 @@ def space_in_state(state: str) -> EmbeddingSpace | None:
 QUERY_LOG_INSERT = Insert(
     QueryLog,
     ("kind", "text", "answer", "user", "chunk_ids", "scores", "abstained",
-     "latency_ms", "created_at", "cited_hashes", "cited_pages", "recheck_of"),
+     "latency_ms", "created_at", "cited_hashes", "cited_pages", "recheck_of",
+     "similarity", "floor", "held", "lead"),
     "INSERT INTO {table} ({columns}) VALUES {values} RETURNING {id}",
 )  # fmt: skip
 

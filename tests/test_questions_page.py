@@ -9,17 +9,20 @@ import io
 from datetime import timedelta
 
 from django.contrib.auth.models import AnonymousUser, Group, Permission, User
+from django.test import override_settings
 from django.urls import reverse
 from django.utils import timezone
 
 from retrieval.asked import Concern, question_groups
+from retrieval.evidence import LEXICAL_COVERAGE
 from retrieval.models import QueryLog, QuestionVector
 from retrieval.questions import query_feedback_record, question_answer
+from retrieval.search import chunks_search
 from retrieval.spaces import serving
 from retrieval.tasks import question_vectors_fill_task
 from sources.models import Source
 from tests.admin_world import ESCAPED, XSS, editor_create
-from tests.world import HarborWorld, ingest_markdown
+from tests.world import HarborWorld, harbor_url, ingest_markdown
 
 PAGE = reverse("admin:retrieval_querylog_questions")
 EXPORT = reverse("admin:retrieval_querylog_questions_export")
@@ -30,6 +33,12 @@ BARMAN = [
     "How do I restore a Barman backup in Harbor?",
 ]
 TUNGSTEN = "What is the boiling point of tungsten?"
+# Answered from the Retries page, on evidence that barely holds (see
+# ``QuestionsWorld.barely_above_the_floor``).
+DOUBTFUL = [
+    "What happens when a job uses all its retries?",
+    "what happens when a job uses all its retries",
+]
 BETA = "https://beta.example.net"
 BETA_PAGE = """# Barman restores
 
@@ -52,6 +61,13 @@ class QuestionsWorld(HarborWorld):
 
     def ask(self, question: str, user=None):
         return question_answer(question=question, user=user or self.reader, k=5)
+
+    def barely_above_the_floor(self, question: str, user=None):
+        """The floor set just under the question's best similarity: answered, on
+        evidence that barely holds (its words alone would not carry it)."""
+        evidence = chunks_search(query=question, user=user or self.reader, k=5).evidence
+        assert evidence.held < LEXICAL_COVERAGE, "its words alone would answer it"
+        return override_settings(RELEVANCE_FLOOR=round(evidence.similarity - 0.01, 4))
 
     def page(self, **params) -> dict:
         response = self.client.get(PAGE, params)
@@ -94,6 +110,35 @@ class QuestionsPageTests(QuestionsWorld):
         assert [q.text for q, _ in row["examples"]] == ["How do I pause a queue?"]
         assert row["near"][0][0].title == "Queues"
         assert not sections[Concern.UNANSWERED]["rows"]
+
+    def test_answers_that_barely_held_are_grouped_as_doubtful_beside_the_rest(self):
+        with self.barely_above_the_floor(DOUBTFUL[0]):
+            for question in [*DOUBTFUL, DOUBTFUL[0]]:
+                assert not self.ask(question).abstained, question
+            sure = self.ask("How do I pause a queue?")  # its words carry it
+        assert self.ask(TUNGSTEN).abstained
+
+        sections = self.page()
+        html = self.client.get(PAGE).content.decode()
+
+        assert list(sections) == list(Concern)
+        [row] = sections[Concern.DOUBTFUL]["rows"]
+        assert row["group"].count == 3
+        assert [q.text for q, _ in row["examples"]] == [DOUBTFUL[0]]
+        [(page, url, path)] = row["answered"]
+        assert (page.url, page.answers) == (harbor_url("retries"), 3)
+        assert url == reverse("admin:sources_page_change", args=[page.page_id])
+        assert [
+            q.text for q, _ in sections[Concern.UNANSWERED]["rows"][0]["examples"]
+        ] == [TUNGSTEN]
+        assert "Doubtful: answered on evidence that barely held" in html
+        assert f'{DOUBTFUL[0]}</a> <span class="kb-times">× 3</span>' in html
+        # The group's count leads to its log rows, and to none other.
+        logs = QueryLog.objects.filter(text__in=DOUBTFUL)
+        assert f'<a href="{row["logs"].replace("&", "&amp;")}"' in html
+        listed = self.client.get(row["logs"]).context["cl"].result_list
+        assert {log.pk for log in listed} == {log.pk for log in logs}
+        assert sure.log_id not in {log.pk for log in listed}
 
     def test_only_the_period_asked_for_counts(self):
         self.ask(BARMAN[0])
@@ -181,6 +226,16 @@ class ExportTests(QuestionsWorld):
             "https://docs.harbor.example/backups/"
         )
         assert by_question["How do I pause a queue?"]["concern"] == "not_useful"
+
+    def test_a_doubtful_group_names_the_page_its_answers_came_from(self):
+        with self.barely_above_the_floor(DOUBTFUL[0]):
+            self.ask(DOUBTFUL[0])
+
+        _, (header, row) = self.export()
+
+        exported = dict(zip(header, row, strict=True))
+        assert (exported["concern"], exported["question"]) == ("doubtful", DOUBTFUL[0])
+        assert exported["answered from"] == f"{harbor_url('retries')} (1)"
 
     def test_a_question_that_looks_like_a_formula_stays_text(self):
         self.ask('=HYPERLINK("https://evil.example", "barman")')
@@ -289,3 +344,23 @@ class WhoSeesWhichQuestionsTests(QuestionsWorld):
         assert seen[Concern.NOT_USEFUL].keys() == {BARMAN[0]}
         assert seen[Concern.NOT_USEFUL][BARMAN[0]][0] == f"{BETA}/barman/"
         assert f"{BETA}/barman/" in seen[Concern.UNANSWERED][BARMAN[2]]
+
+    def test_an_editor_sees_the_doubtful_answers_of_their_groups_askers_only(self):
+        with self.barely_above_the_floor(DOUBTFUL[0], user=self.bob):
+            from_bob = self.ask(DOUBTFUL[0], user=self.bob)
+            from_reader = self.ask(DOUBTFUL[1], user=self.reader)
+        assert not from_bob.abstained and not from_reader.abstained
+
+        def doubtful(editor: User) -> tuple[int, str]:
+            self.client.force_login(editor)
+            [row] = self.page()[Concern.DOUBTFUL]["rows"]
+            return row["group"].count, row["logs"]
+
+        alice_count, alice_logs = doubtful(self.alice)
+        carol_count, carol_logs = doubtful(self.carol)
+
+        assert (alice_count, carol_count) == (1, 2)
+        self.client.force_login(self.alice)
+        listed = self.client.get(alice_logs).context["cl"].result_list
+        assert [log.pk for log in listed] == [from_reader.log_id]
+        assert str(from_bob.log_id) in carol_logs
