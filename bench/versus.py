@@ -54,6 +54,9 @@ def main() -> None:
     parser.add_argument("--sets", default=",".join(GOLDEN_FILES))
     parser.add_argument("--json", type=Path, help="write every outcome here")
     parser.add_argument(
+        "--goldens", type=Path, default=HERE, help="the golden sets' directory"
+    )
+    parser.add_argument(
         "--window",
         type=int,
         default=0,
@@ -72,7 +75,7 @@ def main() -> None:
     from sources.models import SYSTEM, Source
 
     ingest_corpora()
-    goldens = {name: golden_load(HERE / GOLDEN_FILES[name]) for name in names}
+    goldens = {name: golden_load(args.goldens / GOLDEN_FILES[name]) for name in names}
     model = encoder()
     plain = index_build(list(CORPORA.values()), model)
     rows: list[tuple] = []

@@ -27,10 +27,10 @@ import pytest
 
 from bench import corpus as bench_corpus
 from bench import golden_check, schedule
-from bench.corpus import POSTGRESQL, PYTHON, SPHINX, Corpus
+from bench.corpus import POSTGRESQL, Corpus
 from kbsite.pgembedded.server import EmbeddedPostgres
 from tests.conftest import PYTHON as PYTHON_BIN
-from tests.conftest import ROOT, free_port
+from tests.conftest import ROOT, free_port, local_model_require
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 HARBOR = "https://docs.harbor.example/"
@@ -109,7 +109,7 @@ def bench() -> Iterator[Bench]:
     top.chmod(0o755)
     data, goldens, var = top / "data", top / "goldens", top / "var"
     goldens.mkdir()
-    for corpus in (POSTGRESQL, PYTHON, SPHINX):
+    for corpus in golden_check.GOLDEN.values():
         site_write(data / corpus.package / corpus.html_dir)
     for name, corpus in golden_check.GOLDEN.items():
         golden_write(goldens / name, corpus)
@@ -157,7 +157,11 @@ def test_golden_check_finds_each_golden_page_and_phrase_in_its_corpus(
 
     assert golden_check.main() == 0
 
-    assert "12 questions in 3 golden sets, 0 problems" in capsys.readouterr().out
+    sets = len(golden_check.GOLDEN)
+    assert (
+        f"{sets * len(GOLDEN_QUESTIONS)} questions in {sets} golden sets, 0 problems"
+        in capsys.readouterr().out
+    )
 
 
 def test_schedule_simulates_a_few_days_of_three_schedules(monkeypatch, capsys):
@@ -232,6 +236,21 @@ def test_query_latency_times_the_api_over_a_few_chunks(bench):
 
     assert "a reader who may see 1 % of the chunks: HNSW recall@10" in out
     assert "reference work:" in out
+
+
+@pytest.mark.slow
+@pytest.mark.bench
+def test_versus_scores_the_product_and_the_plain_baseline_scoped_and_mixed(bench):
+    local_model_require()  # the baseline is the local model
+    out = run(bench, "bench.versus", "--sets", "pg,borg",
+              "--goldens", str(bench.goldens))  # fmt: skip
+
+    rows = [line.split() for line in out.splitlines() if line.startswith(("pg", " "))]
+    table = {(r[0], r[1], r[2], r[3]) for r in rows if len(r) > 4}
+    for name in ("pg", "borg"):
+        for method in ("plain", "product"):
+            for scope in ("scoped", "mixed"):
+                assert (name, "all", method, scope) in table, (name, method, scope)
 
 
 @pytest.mark.slow
