@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import operator
 import time
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field, replace
 from datetime import timedelta
 from functools import reduce
@@ -15,6 +16,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from kbsite.parallel import after, beside
+from kbsite.replicas import replica_reads
 from retrieval import sql
 from retrieval.answer import Answer, Meaning, Passage, answer_compose
 from retrieval.chunking import SEPARATOR
@@ -119,11 +121,13 @@ def search_run(
 ) -> list[Citation]:
     """Search results: the best chunk of each of ``k`` pages, best first, logged.
     A search lists what it ranked even when none of it is evidence enough to
-    answer from: each citation says whether it is (``confident``)."""
+    answer from: each citation says whether it is (``confident``). The index is
+    read from a replica when there are any (``kbsite.replicas``)."""
     started = time.perf_counter()
-    result = chunks_search(
-        query=query, user=user, k=k, filters=filters, mode=mode, per_page=1
-    )
+    with replica_reads():
+        result = chunks_search(
+            query=query, user=user, k=k, filters=filters, mode=mode, per_page=1
+        )
     if log:  # written after the answer has gone
         after(_log, QueryLog.Kind.SEARCH, query, user, result, _since(started))
     return [
@@ -139,16 +143,22 @@ def question_answer(
     k: int,
     filters: SearchFilters = NO_FILTERS,
     log: bool = True,
+    replica: bool = True,
 ) -> QueryResult:
-    """An answer grounded in retrieved passages, citing the pages it used."""
+    """An answer grounded in retrieved passages, citing the pages it used.
+
+    The index is read from a replica when there are any (``kbsite.replicas``),
+    whichever view or job asks; ``replica=False`` reads the primary, for a
+    caller that must see what was just written (a recheck after a change)."""
     started = time.perf_counter()
-    result = chunks_search(query=question, user=user, k=k, filters=filters)
-    if result.abstained:
-        # Abstaining is the answer's decision: it quotes, cites and records
-        # nothing of a ranking that holds no evidence.
-        result = replace(result, hits=[], chunk_ids=[], lead=None)
-    citations = citations_of(result.hits)
-    following = _following_chunks([c.chunk for c in citations])
+    with replica_reads() if replica else nullcontext():
+        result = chunks_search(query=question, user=user, k=k, filters=filters)
+        if result.abstained:
+            # Abstaining is the answer's decision: it quotes, cites and records
+            # nothing of a ranking that holds no evidence.
+            result = replace(result, hits=[], chunk_ids=[], lead=None)
+        citations = citations_of(result.hits)
+        following = _following_chunks([c.chunk for c in citations])
     passages = [
         Passage(
             number=number,

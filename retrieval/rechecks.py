@@ -130,7 +130,10 @@ def _recheck(log: QueryLog, now: datetime) -> bool:
 
     user = log.user if log.user is not None and log.user.is_active else AnonymousUser()
     started = time.perf_counter()
-    result = question_answer(question=log.text, user=user, k=_k(log), log=False)
+    # From the primary: a recheck follows a change a replica may not have yet.
+    result = question_answer(
+        question=log.text, user=user, k=_k(log), log=False, replica=False
+    )
     same = (
         list(result.quoted.hashes) == list(log.cited_hashes)
         and result.answer == log.answer

@@ -29,7 +29,6 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from kbsite.replicas import replica_reads
 from kbsite.throttling import SharedRateThrottle, request_wait
 from retrieval.models import QueryLog
 from retrieval.permissions import ReadersSchema, SignedInOrPublic, reader_admitted
@@ -68,8 +67,8 @@ class SearchView(APIView):
     """Retrieval only: the best passage of each matching page, best first. Without
     a token, over the public sources only (at anonymous readers' own rate).
 
-    The readers' views search in ``replica_reads()``: the index is read from a
-    replica when there are any (``kbsite.replicas``); who the caller is, what they
+    The search reads the index from a replica when there are any
+    (``retrieval.questions``, ``kbsite.replicas``); who the caller is, what they
     may read, their throttle and the question's log row stay on the primary."""
 
     permission_classes = [SignedInOrPublic]
@@ -85,13 +84,12 @@ class SearchView(APIView):
     def get(self, request):
         params = SearchRequestSerializer(data=request.query_params)
         params.is_valid(raise_exception=True)
-        with replica_reads():
-            citations = search_run(
-                query=params.validated_data["q"],
-                user=request.user,
-                k=params.validated_data["k"],
-                filters=params.filters(),
-            )
+        citations = search_run(
+            query=params.validated_data["q"],
+            user=request.user,
+            k=params.validated_data["k"],
+            filters=params.filters(),
+        )
         return Response(SearchResponseSerializer({"results": citations}).data)
 
 
@@ -113,13 +111,12 @@ class QueryView(APIView):
     def post(self, request):
         body = QueryRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        with replica_reads():
-            result = question_answer(
-                question=body.validated_data["question"],
-                user=request.user,
-                k=body.validated_data["k"],
-                filters=body.filters(),
-            )
+        result = question_answer(
+            question=body.validated_data["question"],
+            user=request.user,
+            k=body.validated_data["k"],
+            filters=body.filters(),
+        )
         output = QueryResponseSerializer(result, context={"request": request})
         return Response(output.data)
 
@@ -158,13 +155,12 @@ def ask(request: HttpRequest) -> HttpResponse:
         wait = request_wait(request, anonymous_scope=QueryView.anonymous_throttle_scope)
         if wait is not None:
             return _too_many(request, form, wait)
-        with replica_reads():
-            result = question_answer(
-                question=form.cleaned_data["q"],
-                user=request.user,
-                k=5,
-                filters=form.filters(),
-            )
+        result = question_answer(
+            question=form.cleaned_data["q"],
+            user=request.user,
+            k=5,
+            filters=form.filters(),
+        )
         if result.log_id and not request.user.is_authenticated:
             ticket = feedback_ticket(result.log_id)
     context = {"form": form, "result": result, "ticket": ticket}

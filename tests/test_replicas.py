@@ -60,6 +60,7 @@ NOT_INDEX = [Source, User, Group, Session, Token, ThrottleWindow, QueryLog, Deli
              OrmQ]  # fmt: skip
 QUESTION = "How do I drain a lighthouse lamp before winter?"
 LAMP = f"{HARBOR}/lamps/"
+WIDGET_ORIGIN = "https://harbor.example.com"
 LAMP_TEXT = """# Lighthouse lamps
 
 ## Draining a lamp
@@ -164,7 +165,16 @@ class ReplicaReadTests(TransactionTestCase):
                 "/api/query/", {"question": QUESTION}, format="json"
             ),
             "ask page": lambda: self.client.get("/", {"q": QUESTION}),
+            "widget": self.widget_asked,
         }
+
+    def widget_asked(self):
+        """The Ask widget on a site the source allows, which it serves publicly."""
+        Source.objects.update(public=True, widget_origins=[WIDGET_ORIGIN])
+        return APIClient().post(
+            "/api/widget/query/", {"question": QUESTION}, format="json",
+            HTTP_ORIGIN=WIDGET_ORIGIN,
+        )  # fmt: skip
 
     def test_searches_answers_and_the_ask_page_read_the_index_from_the_replica(self):
         for name, ask in self.asked().items():
@@ -182,8 +192,12 @@ class ReplicaReadTests(TransactionTestCase):
             with self.subTest(name), self.captured() as (primary, replica):
                 ask()
 
-                # A session on the page; a token and its throttle on the API.
-                kept = [Session] if name == "ask page" else [Token, ThrottleWindow]
+                # A session on the page; a token and its throttle on the API; the
+                # widget's throttle.
+                kept = {
+                    "ask page": [Session],
+                    "widget": [ThrottleWindow],
+                }.get(name, [Token, ThrottleWindow])
                 assert all(tables_read(primary, model) for model in kept)
                 # The sources the reader's groups may read.
                 assert tables_read(primary, Source)
@@ -197,9 +211,11 @@ class ReplicaReadTests(TransactionTestCase):
                 settle()  # the search's row is written after the answer
 
                 # The replica refuses writes: a row shows it went to the primary.
+                # (The widget's readers are anonymous.)
+                asker = None if name == "widget" else self.reader
                 assert (
                     QueryLog.objects.using(DEFAULT_DB_ALIAS)
-                    .filter(text=QUESTION, user=self.reader)
+                    .filter(text=QUESTION, user=asker)
                     .exists()
                 )
 
