@@ -105,6 +105,7 @@ def graph_overflow(dimensions: int) -> int | None:
     raw = connection.connection
     found: list[int] = []
     said = threading.Event()
+    over = threading.Event()  # the build ended: cancel nothing after it
 
     def heard(notice) -> None:
         match = OVERFLOW.search(notice.message_primary or "")
@@ -113,7 +114,7 @@ def graph_overflow(dimensions: int) -> int | None:
             said.set()
 
     def stop() -> None:
-        if said.wait(timeout=3600):
+        if said.wait(timeout=3600) and found and not over.is_set():
             raw.cancel_safe()
 
     raw.add_notice_handler(heard)
@@ -125,8 +126,10 @@ def graph_overflow(dimensions: int) -> int | None:
         if not isinstance(exc.__cause__, QueryCanceled) or not found:
             raise
     finally:
-        raw.remove_notice_handler(heard)
+        over.set()
         said.set()
+        stopper.join()
+        raw.remove_notice_handler(heard)
     execute(f"DROP INDEX IF EXISTS {INDEX}")
     return found[0] if found else None
 

@@ -264,10 +264,14 @@ def measure(root: Path, args, corpus: list[tuple[str, bytes]]) -> None:
     lost = len(rids) - len(done) - failed
     last = max(finished) - killed if finished else float("nan")
     print_last(root, killed)
+    try:
+        twice: int | str = done_twice(root)
+    except (psycopg.Error, OSError, IndexError):
+        twice = "unknown (the database did not answer)"
     print(
         f"last acknowledged delivery done {last:.1f} s after the "
         f"{'mark' if args.no_kill else 'kill'}; acknowledged {len(rids)}, done "
-        f"{len(done)}, failed {failed}, lost {lost}, done twice {done_twice(root)}; "
+        f"{len(done)}, failed {failed}, lost {lost}, done twice {twice}; "
         f"load average {os.getloadavg()[0]:.1f}"
     )
 
@@ -275,13 +279,17 @@ def measure(root: Path, args, corpus: list[tuple[str, bytes]]) -> None:
 def print_last(root: Path, killed: float) -> None:
     """The deliveries done last: when each arrived, was last queued and was
     done, in seconds after the kill, and its attempts."""
-    rows = query(
-        root,
-        "SELECT rid, attempts, extract(epoch FROM received_at), "
-        "extract(epoch FROM queued_at), extract(epoch FROM processed_at) "
-        "FROM ingest_delivery WHERE state = 'done' ORDER BY processed_at DESC "
-        "LIMIT 5",
-    )
+    try:
+        rows = query(
+            root,
+            "SELECT rid, attempts, extract(epoch FROM received_at), "
+            "extract(epoch FROM queued_at), extract(epoch FROM processed_at) "
+            "FROM ingest_delivery WHERE state = 'done' ORDER BY processed_at DESC "
+            "LIMIT 5",
+        )
+    except (psycopg.Error, OSError, IndexError) as exc:
+        print(f"  the database did not answer after --wait: {exc!r}")
+        return
     for rid, attempts, received, queued, done in rows:
         times = [float(at) - killed for at in (received, queued, done)]
         print(
