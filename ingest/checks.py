@@ -4,17 +4,19 @@ from django.conf import settings
 from django.core.checks import Tags, Warning, register
 from django.db import DatabaseError, connection
 
+from ingest.fetcher_kinds import kinds_where
 from ingest.models import Subscription
 from ingest.notify.filters import lines_of, url_pattern
 from sources.models import Source
 
 
-def crawlbase_in_use() -> bool:
-    """Whether a source is crawled by Crawlbase (and so needs the webhook); False
+def webhook_in_use() -> bool:
+    """Whether a source's fetcher delivers to the webhook (Crawlbase's); False
     while the database cannot say (not migrated yet, or down: other checks and
     the first query report that)."""
+    kinds = kinds_where(lambda kind: kind.delivers_by_webhook)
     try:
-        return Source.objects.filter(fetcher=Source.Fetcher.CRAWLBASE).exists()
+        return Source.objects.filter(fetcher__in=kinds).exists()
     except DatabaseError:
         return False
 
@@ -24,7 +26,7 @@ def webhook_token_check(app_configs, **kwargs) -> list[Warning]:
     """Without a token the webhook refuses every delivery: say so at start-up,
     once a source is crawled by Crawlbase (the only one that delivers there)."""
     token = settings.WEBHOOK_TOKEN
-    if (token and len(token) >= 16) or not crawlbase_in_use():
+    if (token and len(token) >= 16) or not webhook_in_use():
         return []
     if not token:
         return [

@@ -11,6 +11,7 @@ from selectolax.lexbor import LexborHTMLParser
 
 from ingest import wire
 from ingest.content import Content
+from ingest.fetcher_kinds import fetcher_kind
 from ingest.recrawl import RecrawlPlan, pages_recrawl
 from kbsite.canonical import link_canonical
 from sources.models import Page, Source
@@ -33,8 +34,9 @@ def body_links(*, text: str, markdown: bool, base_url: str) -> list[str]:
 
 
 def source_links_push(*, source: Source, page: Page, content: Content) -> RecrawlPlan:
-    """Pages (and pushes) for the in-scope links of ``page`` new to its source."""
-    if source.fetcher != Source.Fetcher.CRAWLBASE:
+    """Pages (and pushes) for the in-scope links of ``page`` new to its source;
+    none for a crawler that follows links itself."""
+    if fetcher_kind(source).follows_links:
         return RecrawlPlan()
     body = wire.read_body(
         raw=content.raw_body,

@@ -8,6 +8,7 @@ from django.db.models import F, Q
 from django.db.models.functions import Now
 from django.utils import timezone
 
+from ingest.fetcher_kinds import FetcherKind, fetcher_kind
 from kbsite.models import HashedKey
 
 # How long a queued delivery waits before the sweep asks where its job is.
@@ -644,8 +645,8 @@ class PublishCheck(models.Model):
         return f"check of {self.source} for changes #{self.pk}"
 
     @property
-    def by_crawlbase(self) -> bool:
-        return self.source.fetcher == self.source.Fetcher.CRAWLBASE
+    def fetcher(self) -> FetcherKind:
+        return fetcher_kind(self.source)
 
     def summary(self) -> str:
         """What the check does, or did, in the editor's words."""
@@ -672,32 +673,31 @@ class PublishCheck(models.Model):
             f"{_count(self.dated, 'page')} the sitemaps date after their last "
             f"check and {_count(self.new_pages, 'new page')} first"
         )
-        if self.by_crawlbase:
+        fetcher = self.fetcher
+        if fetcher.crawled_here:
             done = (
-                f"Pushed to Crawlbase: {first}, then "
+                f"Queued for the {fetcher.name}: {first}, then the other "
+                f"{_count(self.others, 'page')} {self._rest_how()}"
+            )
+            waiting = "already queued in a crawl"
+        else:
+            done = (
+                f"Pushed to {fetcher.name}: {first}, then "
                 f"{_count(self.others, 'page')} no sitemap dates; "
                 f"{_count(self.not_pushed, 'page')} dated before their last check "
                 "not pushed (each push is a paid crawl)"
             )
             waiting = "with a push already in flight"
-        else:
-            nstproxy = self.source.fetcher == self.source.Fetcher.NSTPROXY
-            by = "Nstproxy crawl API" if nstproxy else "built-in fetcher"
-            done = (
-                f"Queued for the {by}: {first}, then the other "
-                f"{_count(self.others, 'page')} {self._rest_how()}"
-            )
-            waiting = "already queued in a crawl"
         return f"{read}. {done}; {self.in_flight:,} of them {waiting}."
 
     def _plan(self) -> str:
         pages = _count(self.source.pages.count(), "page")
-        if self.by_crawlbase:
+        if not self.fetcher.crawled_here:
             return (
                 f"Queued: the sitemaps of {self.source} are read first; the pages "
                 "they date after their last check and new pages are pushed to "
-                f"Crawlbase first, then those of its {pages} no sitemap dates "
-                "(pages a sitemap dates before their last check are not pushed: "
+                f"{self.fetcher.name} first, then those of its {pages} no sitemap "
+                "dates (pages a sitemap dates before their last check are not pushed: "
                 "each push is a paid crawl)."
             )
         return (
@@ -707,10 +707,10 @@ class PublishCheck(models.Model):
         )
 
     def _rest_how(self) -> str:
-        if self.source.fetcher == self.source.Fetcher.NSTPROXY:
-            # Nstproxy's API takes no validators: whole pages, hash-gated.
-            return "again (whole: unchanged text is not embedded again)"
-        return "by conditional request (a 304 when unchanged)"
+        if self.fetcher.conditional_requests:
+            return "by conditional request (a 304 when unchanged)"
+        # Whole pages, hash-gated.
+        return "again (whole: unchanged text is not embedded again)"
 
 
 class PublishCheckEntry(models.Model):

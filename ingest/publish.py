@@ -46,6 +46,7 @@ from ingest.crawl.fetchers import DirectFetcher, Fetcher, FetchError, Response
 from ingest.crawl.jobs import job_seconds
 from ingest.crawl.robots import origin_of
 from ingest.crawl.services import page_fetch_queue
+from ingest.fetcher_kinds import fetcher_kind
 from ingest.models import Crawl, PublishCheck, PublishCheckEntry, PublishToken
 from ingest.pushing import page_ids_push_queue
 from ingest.recrawl import pushes_send_soon
@@ -303,17 +304,23 @@ def _hand_over(check: PublishCheck, seeds: SitemapSeeds) -> None:
     check.sitemaps_read, check.sitemap_urls = seeds.sitemaps, len(seeds.entries)
     check.dated, check.new_pages = len(dated), len(new)
     check.note = "; ".join(seeds.errors)[:2000]
-    if source.is_crawled_here:
+    kind = fetcher_kind(source)
+    if kind.crawled_here:
         others = list(rest.values_list("pk", flat=True))
         handed = page_fetch_queue(page_ids=first)
         handed += page_fetch_queue(page_ids=others)
         check.crawl = _running_crawl(source)
     else:
-        # Pages a sitemap dates, but not after their last check, are not pushed.
+        # Paid pushes: pages a sitemap dates, but not after their last check, are
+        # not pushed.
         undated = {e.url for e in seeds.entries if e.lastmod is None}
         listed = {e.url for e in seeds.entries}
         ids_urls = list(rest.values_list("pk", "url"))
-        others = [pk for pk, url in ids_urls if url not in listed or url in undated]
+        others = [
+            pk
+            for pk, url in ids_urls
+            if not kind.paid_pushes or url not in listed or url in undated
+        ]
         check.not_pushed = len(ids_urls) - len(others)
         queued, _ = page_ids_push_queue(page_ids=first)
         more, _ = page_ids_push_queue(page_ids=others)

@@ -19,6 +19,7 @@ from django_q.tasks import async_task
 
 from ingest import sql
 from ingest.crawl.services import crawl_start, page_fetch_queue
+from ingest.fetcher_kinds import fetcher_kind, kinds_where
 from ingest.models import CrawlUrl, Delivery, Push
 from ingest.pushing import pages_push_queue, pushes_expire
 from kbsite.canonical import canonical_url_or_none
@@ -115,13 +116,14 @@ def pages_recrawl(
         # get the first pushes).
         chosen = Page.objects.filter(pk__in=pages[:limit].values("pk"))
         pages = chosen.order_by(*pages.query.order_by)
-    crawlbase = pages.filter(source__fetcher=Source.Fetcher.CRAWLBASE)
-    here = pages.exclude(source__fetcher=Source.Fetcher.CRAWLBASE)
+    pushed_kinds = kinds_where(lambda kind: not kind.crawled_here)
+    pushed = pages.filter(source__fetcher__in=pushed_kinds)
+    here = pages.exclude(source__fetcher__in=pushed_kinds)
     if dry_run:
         plan.selected = pages.count() + plan.indexing
-        plan.in_flight = crawlbase.filter(pushes__state__in=Push.IN_FLIGHT).count()
+        plan.in_flight = pushed.filter(pushes__state__in=Push.IN_FLIGHT).count()
         return plan
-    plan.queued, plan.in_flight = pages_push_queue(pages=crawlbase)
+    plan.queued, plan.in_flight = pages_push_queue(pages=pushed)
     plan.fetching = page_fetch_queue(page_ids=here.values_list("pk", flat=True))
     plan.selected = plan.queued + plan.in_flight + plan.fetching + plan.indexing
     if plan.queued:
@@ -185,14 +187,15 @@ def source_crawl_start(*, source: Source, sitemaps: bool = True) -> RecrawlPlan:
     each seed, the source's sitemaps are read by a job once this transaction
     commits (``sitemaps``; no network call here), and the pages they link to
     follow as they are delivered."""
-    if source.is_crawled_here:
+    kind = fetcher_kind(source)
+    if kind.crawled_here:
         crawl, _ = crawl_start(source=source)
         queued = crawl.urls.open().filter(kind=CrawlUrl.Kind.PAGE).count()
         return RecrawlPlan(selected=queued, fetching=queued)
     plan = urls_recrawl(
         urls=source.seeds[: source.max_pages], source=source, user=SYSTEM
     )
-    if sitemaps:
+    if sitemaps and not kind.reads_sitemaps:
         transaction.on_commit(
             lambda: async_task(SITEMAPS_TASK, source.pk, task_name="read sitemaps")
         )

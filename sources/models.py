@@ -365,12 +365,6 @@ class Source(models.Model):
         return [stored_pattern(line, refused=refused) for line in self._lines(text)]
 
     @property
-    def is_crawled_here(self) -> bool:
-        """Whether this product fetches the pages itself (directly or through a
-        hosted fetcher), rather than waiting for Crawlbase to deliver them."""
-        return self.fetcher in {self.Fetcher.DIRECT, self.Fetcher.NSTPROXY}
-
-    @property
     def manager_ids(self) -> frozenset[int]:
         """The ids of the groups whose editors manage this source (its allowed
         groups); empty when every editor does. A source may take a URL from

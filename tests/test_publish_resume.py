@@ -93,7 +93,7 @@ def jobs_run(*, seconds: float | None) -> int:
 def outcome(check: PublishCheck, site: FakeSite) -> dict[str, Any]:
     """What the check read and handed over, and what it says, in the site's paths."""
     check.refresh_from_db()
-    if check.by_crawlbase:
+    if not check.fetcher.crawled_here:
         pushes = Push.objects.filter(page__source=check.source).order_by("pk")
         handed = list(pushes.values_list("url", flat=True))
     else:

@@ -28,6 +28,7 @@ from ingest.admin.plans import plan_report, seeds_report
 from ingest.crawl.claims import hosts_paused
 from ingest.crawl.progress import crawl_progress
 from ingest.crawl.robots import origin_of
+from ingest.fetcher_kinds import fetcher_kind
 from ingest.models import Delivery, Subscription
 from ingest.publish import publish_check_request
 from ingest.recrawl import RECRAWL_PERMISSION, recrawl_due, source_crawl_start
@@ -36,34 +37,17 @@ from kbsite.admin_utils import ago, number, tokens_cost
 from sources.admin.sources import SourceAdmin
 from sources.models import PageVersion, Source
 
-# The settings each fetcher cannot work without.
-FETCHER_SETTINGS = {
-    Source.Fetcher.CRAWLBASE: ["CRAWLBASE_TOKEN", "CRAWLBASE_CRAWLER", "WEBHOOK_TOKEN"],
-    Source.Fetcher.NSTPROXY: ["NSTPROXY_API_KEY"],
-}
-# Settings a fetcher works without, and what setting them does.
-FETCHER_ADVICE = {
-    Source.Fetcher.DIRECT: {
-        "CRAWL_CONTACT_URL": "sites the crawler visits can then tell who runs it "
-        "(it goes into the User-Agent)",
-    },
-}
-
 
 def fetcher_problems(source: Source) -> list[str]:
     """Settings the source's fetcher needs and does not have."""
-    needed = FETCHER_SETTINGS.get(Source.Fetcher(source.fetcher), [])
+    needed = fetcher_kind(source).settings_needed
     return [f"{name} is not set" for name in needed if not getattr(settings, name)]
 
 
 def fetcher_advice(source: Source) -> list[str]:
     """Settings the source's fetcher works without but would be better with."""
-    advice = FETCHER_ADVICE.get(Source.Fetcher(source.fetcher), {})
-    return [
-        f"set {name}: {why}"
-        for name, why in advice.items()
-        if not getattr(settings, name)
-    ]
+    advice = fetcher_kind(source).settings_advised
+    return [f"set {name}: {why}" for name, why in advice if not getattr(settings, name)]
 
 
 # Crawls the overview looks at: the latest few, where any still running is.
@@ -298,7 +282,7 @@ class CrawlingSourceAdmin(SourceAdmin):
         """Every crawl still fetching or indexing (a crawl of due pages beside a
         first crawl still indexing shows both), else the latest: status, fetched,
         indexed, left, the time left. While one runs the page refreshes it."""
-        if not obj.is_crawled_here:
+        if not fetcher_kind(obj).crawled_here:
             return "— (Crawlbase crawls this source: see Ingest → Pushes to Crawlbase)"
         latest = obj.crawls.order_by("-started_at", "-pk")[:CRAWLS_SHOWN]
         crawls = [(crawl, crawl_progress(crawl=crawl)) for crawl in latest]
@@ -370,7 +354,7 @@ class CrawlingSourceAdmin(SourceAdmin):
     def callback_url(self, obj: Source) -> str:
         """What to paste into the crawler's settings at Crawlbase (the token is
         WEBHOOK_TOKEN, masked here)."""
-        if obj.fetcher != Source.Fetcher.CRAWLBASE:
+        if not fetcher_kind(obj).delivers_by_webhook:
             return f"— (this source's fetcher is {obj.get_fetcher_display()})"
         token = settings.WEBHOOK_TOKEN
         shown = f"{token[:4]}…" if token else "(WEBHOOK_TOKEN is not set)"

@@ -21,9 +21,9 @@ from ingest.crawl import claims
 from ingest.crawl.context import Context
 from ingest.crawl.delivering import url_fail
 from ingest.crawl.fetch import crawl_url_fetch
-from ingest.crawl.fetchers import DirectFetcher, Fetcher, FetchError
-from ingest.crawl.nstproxy import NstproxyFetcher
+from ingest.crawl.fetchers import Fetcher, FetchError
 from ingest.crawl.robots import RobotsCache
+from ingest.fetcher_kinds import fetcher_kind
 from ingest.models import Crawl, CrawlUrl
 from sources.models import Source
 from sources.scope import ScopeMap
@@ -38,11 +38,10 @@ class NotCrawledHere(ValueError):
 
 
 def fetcher_for(source: Source) -> Fetcher:
-    if source.fetcher == Source.Fetcher.NSTPROXY:
-        return NstproxyFetcher()
-    if source.fetcher == Source.Fetcher.DIRECT:
-        return DirectFetcher()
-    raise NotCrawledHere(f"source {source} is crawled by {source.fetcher}")
+    client = fetcher_kind(source).client
+    if client is None:
+        raise NotCrawledHere(f"source {source} is crawled by {source.fetcher}")
+    return client()
 
 
 def job_seconds() -> float:
@@ -115,13 +114,13 @@ def crawl_work(*, crawl_id: int, seconds: float | None = None) -> str:
     except (FetchError, NotCrawledHere) as exc:
         crawl_abort(crawl=crawl, error=str(exc))
         return "aborted"
-    prefix = "nstproxy" if crawl.source.fetcher == Source.Fetcher.NSTPROXY else "direct"
     ctx = Context(
         crawl=crawl,
         fetcher=fetcher,
         scope=ScopeMap(),
         robots=RobotsCache(fetcher),
-        rid_prefix=prefix,
+        # A delivery's rid says which fetcher got the page: "direct-<uuid>".
+        rid_prefix=crawl.source.fetcher,
     )
     try:
         state = _work(ctx, time.monotonic() + (seconds or job_seconds()))

@@ -26,6 +26,7 @@ from ingest.crawl.safety import (
     url_check,
     url_unusable,
 )
+from ingest.fetcher_kinds import fetcher_kind
 from kbsite.canonical import canonical_url
 from sources.models import Source
 from sources.scope import ScopeMap
@@ -51,7 +52,8 @@ def source_seeds_check(
     """The seeds (and sitemap) of a source crawled here that its crawl will not
     fetch, each with the crawler's reason; [] for a Crawlbase source. Resolves
     host names: call it outside any transaction."""
-    if not source.is_crawled_here:
+    kind = fetcher_kind(source)
+    if not kind.crawled_here:
         return []
     urls = [(url, True) for url in source.seeds[:MAX_CHECKED]]
     if source.sitemap_url:
@@ -70,15 +72,16 @@ def source_seeds_check(
             refusals.append(Refusal(canonical, reason))
         else:
             passed.append(canonical)
-    if source.fetcher == Source.Fetcher.DIRECT:
+    if not kind.hosted:
         refused = _addresses_refused(passed, seconds=seconds)
         refusals += refused
         passed = [url for url in passed if url not in {r.url for r in refused}]
-    refusals += [
-        Refusal(url, f"robots.txt of {origin_of(url)} disallows it")
-        for url in passed
-        if robots_stored_allows(url) is False
-    ]
+    if kind.obeys_robots:
+        refusals += [
+            Refusal(url, f"robots.txt of {origin_of(url)} disallows it")
+            for url in passed
+            if robots_stored_allows(url) is False
+        ]
     return refusals
 
 
@@ -98,7 +101,7 @@ def _refusal_here(
         if other is not None:
             return f"it belongs to source {other} (a longer seed prefix)"
         return "it is out of the source's scope (its deny patterns)"
-    if source.fetcher == Source.Fetcher.NSTPROXY:
+    if fetcher_kind(source).hosted:
         allow = settings.CRAWL_ALLOW_PRIVATE_ADDRESSES
         return hosted_refusal(url, allow_private=allow)
     return None

@@ -13,6 +13,7 @@ from django.utils import timezone
 from ingest.crawl import admission
 from ingest.crawl.admission import Found
 from ingest.crawl.jobs import NotCrawledHere, crawl_wake_cancel, crawl_workers_ensure
+from ingest.fetcher_kinds import fetcher_kind, kinds_where
 from ingest.models import Crawl, CrawlUrl
 from sources.models import Page, Source
 from sources.scope import ScopeMap
@@ -31,7 +32,7 @@ def crawl_start(
     """Start a crawl of the source's site from its seeds (or these) and sitemap;
     or, when one is running, resume that one (with these seeds added). Returns
     (crawl, started)."""
-    if not source.is_crawled_here:
+    if not fetcher_kind(source).crawled_here:
         raise NotCrawledHere(f"source {source} is crawled by {source.fetcher}")
     with transaction.atomic():
         Source.objects.select_for_update().filter(pk=source.pk).first()
@@ -80,7 +81,7 @@ def page_fetch_queue(*, page_ids: Iterable[int]) -> int:
     ids = list(page_ids)
     pages = Page.objects.filter(
         pk__in=ids,
-        source__fetcher__in=[Source.Fetcher.DIRECT, Source.Fetcher.NSTPROXY],
+        source__fetcher__in=kinds_where(lambda kind: kind.crawled_here),
     )
     found = {pk: (source_id, url) for pk, source_id, url in
              pages.values_list("pk", "source_id", "url")}  # fmt: skip

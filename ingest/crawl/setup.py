@@ -11,6 +11,7 @@ from django.conf import settings
 from django.db import transaction
 
 from ingest.crawl.safety import Refused, url_check
+from ingest.fetcher_kinds import BUILT_IN, fetcher_kind
 from kbsite.canonical import canonical_url
 from kbsite.patterns import pattern_problem
 from sources.models import Source
@@ -79,7 +80,7 @@ def _existing(url: str, name: str) -> Source | None:
             )
     if source is None:
         return None
-    if not source.is_crawled_here:
+    if not fetcher_kind(source).crawled_here:
         raise CrawlRequestError(
             f"{source} is crawled by Crawlbase; change its fetcher to crawl it here"
         )
@@ -102,7 +103,7 @@ def _create(url: str, *, max_pages: int | None, max_depth: int | None) -> Source
         unique, number = f"{name} ({number})", number + 1
     source = Source(
         name=unique,
-        fetcher=Source.Fetcher.DIRECT,
+        fetcher=BUILT_IN,
         seed_urls=url,
         allow_patterns="^" + re.escape(site + prefix),
     )

@@ -5,6 +5,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from ingest.fetcher_kinds import fetcher_kind
 from ingest.recrawl import source_crawl_start, urls_recrawl
 from ingest.recrawl_command import plan_send, source_named
 from ingest.sitemap_seeds import source_sitemaps_push
@@ -48,7 +49,7 @@ class Command(BaseCommand):
             plan = urls_recrawl(urls=urls, source=owner, user=SYSTEM)
         elif owner is not None:
             plan = source_crawl_start(source=owner, sitemaps=False)
-            if sitemaps and not owner.is_crawled_here:
+            if sitemaps and not fetcher_kind(owner).reads_sitemaps:
                 seeds, listed = source_sitemaps_push(source=owner)
                 self.stdout.write(f"sitemaps: {seeds}")
                 plan += listed
