@@ -174,12 +174,48 @@ def test_schedule_simulates_a_few_days_of_three_schedules(monkeypatch, capsys):
     assert "a day's plan for 100,000 pages" in out
 
 
+# Each benchmark's command on the made-up sites, and what its output must hold.
+# "{port}", "{goldens}" and "{root}" stand for a free port, the golden sets'
+# directory and the first site's pages.
+RUNS = [
+    ("bench.recrawl_plan --pages 60 --runs 1", ["planning the due recrawl: median"]),
+    ("bench.hnsw_build --dimensions 8 --sizes 300", ["index built in"]),
+    ("bench.vectors --sizes 200 --queries 3",
+     ["200 vectors, halfvec: built in", "ef_search 400: recall@10"]),
+    ("bench.patterns --deliveries 2 --length 60",
+     ["Python's re on the same shape of text"]),
+    ("bench.changes --changes 300 --requests 2 --port {port}", ["Atom, 100 entries"]),
+    ("bench.query latency --chunks 500 --queries 3 --port {port}",
+     ["a reader who may see 1 % of the chunks: HNSW recall@10", "reference work:"]),
+    ("bench.query quality --backends hashing --goldens {goldens}",
+     ["sphinx suggested RELEVANCE_FLOOR"]),
+    ("bench.recrawl --sample 3",
+     ["round trips per delivery (median; min-max): first"]),
+    ("bench.incremental", ["(c) this product:", "footer-date-only pages:"]),
+    ("bench.rechecks --questions 5", ["notifications:"]),
+    ("bench.crawl --root {root}", ["second crawl:", "fidelity: 11 of 11 pages"]),
+    ("bench.notify_drip --limit 5 --receivers 1 --every 0.5",
+     ["with 1 dripping receivers (medians of 1)"]),
+    ("bench.nodes --workers 1", ["first crawl by 2 worker nodes: 11 pages"]),
+    ("bench.recovery --deliveries 30 --rate 15 --senders 2 --kill-after 10 "
+     "--pages 5 --wait 120 --port {port}", ["last acknowledged delivery done"]),
+    ("bench.webhook --deliveries 20 --senders 2 --web-workers 1 --with-ingest "
+     "--port {port}",
+     ["idle: 20 deliveries acknowledged", "under ingest: 20 deliveries acknowledged"]),
+]  # fmt: skip
+
+
 @pytest.mark.slow
 @pytest.mark.bench
-def test_recrawl_plan_plans_the_due_pages(bench):
-    out = run(bench, "bench.recrawl_plan", "--pages", "60", "--runs", "1")
+@pytest.mark.parametrize(("command", "printed"), RUNS, ids=[c for c, _ in RUNS])
+def test_each_benchmark_runs_on_the_made_up_sites(bench, command, printed):
+    root = bench.data / POSTGRESQL.package / POSTGRESQL.html_dir
+    args = command.format(port=free_port(), goldens=bench.goldens, root=root).split()
 
-    assert "planning the due recrawl: median" in out
+    out = run(bench, *args)
+
+    for line in printed:
+        assert line in out, (command, line)
 
 
 @pytest.mark.slow
@@ -190,52 +226,6 @@ def test_database_size_reads_the_database_a_benchmark_left(bench):
     out = run(bench, "bench.database_size")
 
     assert "for 20 live pages" in out
-
-
-@pytest.mark.slow
-@pytest.mark.bench
-def test_hnsw_build_builds_an_index_of_a_few_vectors(bench):
-    out = run(bench, "bench.hnsw_build", "--dimensions", "8", "--sizes", "300")
-
-    assert "index built in" in out
-
-
-@pytest.mark.slow
-@pytest.mark.bench
-def test_vectors_builds_both_precisions_and_scores_them(bench):
-    out = run(bench, "bench.vectors", "--sizes", "200", "--queries", "3")
-
-    assert "200 vectors, halfvec: built in" in out
-    assert "ef_search 400: recall@10" in out
-
-
-@pytest.mark.slow
-@pytest.mark.bench
-def test_patterns_times_deliveries_with_each_hostile_pattern(bench):
-    out = run(bench, "bench.patterns", "--deliveries", "2", "--length", "60")
-
-    assert "Python's re on the same shape of text" in out
-
-
-@pytest.mark.slow
-@pytest.mark.bench
-def test_changes_times_the_feeds_over_http(bench):
-    port = str(free_port())
-    out = run(bench, "bench.changes", "--changes", "300", "--requests", "2",
-              "--port", port)  # fmt: skip
-
-    assert "Atom, 100 entries" in out
-
-
-@pytest.mark.slow
-@pytest.mark.bench
-def test_query_latency_times_the_api_over_a_few_chunks(bench):
-    port = str(free_port())
-    out = run(bench, "bench.query", "latency", "--chunks", "500", "--queries", "3",
-              "--port", port)  # fmt: skip
-
-    assert "a reader who may see 1 % of the chunks: HNSW recall@10" in out
-    assert "reference work:" in out
 
 
 @pytest.mark.slow
@@ -251,87 +241,3 @@ def test_versus_scores_the_product_and_the_plain_baseline_scoped_and_mixed(bench
         for method in ("plain", "product"):
             for scope in ("scoped", "mixed"):
                 assert (name, "all", method, scope) in table, (name, method, scope)
-
-
-@pytest.mark.slow
-@pytest.mark.bench
-def test_query_quality_scores_each_golden_set_on_the_three_sites(bench):
-    out = run(bench, "bench.query", "quality", "--backends", "hashing",
-              "--goldens", str(bench.goldens))  # fmt: skip
-
-    assert "sphinx suggested RELEVANCE_FLOOR" in out
-
-
-@pytest.mark.slow
-@pytest.mark.bench
-def test_recrawl_ingests_redelivers_and_counts_round_trips(bench):
-    out = run(bench, "bench.recrawl", "--sample", "3")
-
-    assert "round trips per delivery (median; min-max): first" in out
-
-
-@pytest.mark.slow
-@pytest.mark.bench
-def test_incremental_compares_the_tokens_of_a_recrawl_three_ways(bench):
-    out = run(bench, "bench.incremental")
-
-    assert "(c) this product:" in out
-    assert "footer-date-only pages:" in out
-
-
-@pytest.mark.slow
-@pytest.mark.bench
-def test_rechecks_asks_again_what_a_recrawl_made_stale(bench):
-    out = run(bench, "bench.rechecks", "--questions", "5")
-
-    assert "notifications:" in out
-
-
-@pytest.mark.slow
-@pytest.mark.bench
-def test_crawl_crawls_the_site_twice_on_loopback(bench):
-    root = bench.data / POSTGRESQL.package / POSTGRESQL.html_dir
-
-    out = run(bench, "bench.crawl", "--root", str(root))
-
-    assert "second crawl:" in out
-    assert "fidelity: 11 of 11 pages" in out
-
-
-@pytest.mark.slow
-@pytest.mark.bench
-def test_notify_drip_crawls_beside_a_dripping_receiver_and_without(bench):
-    out = run(bench, "bench.notify_drip", "--limit", "5", "--receivers", "1",
-              "--every", "0.5")  # fmt: skip
-
-    assert "with 1 dripping receivers (medians of 1)" in out
-
-
-@pytest.mark.slow
-@pytest.mark.bench
-def test_nodes_crawls_the_site_with_two_worker_nodes(bench):
-    out = run(bench, "bench.nodes", "--workers", "1")
-
-    assert "first crawl by 2 worker nodes: 11 pages" in out
-
-
-@pytest.mark.slow
-@pytest.mark.bench
-def test_recovery_finishes_acknowledged_deliveries_after_the_kill(bench):
-    port = str(free_port())
-    out = run(bench, "bench.recovery", "--deliveries", "30", "--rate", "15",
-              "--senders", "2", "--kill-after", "10", "--pages", "5",
-              "--wait", "120", "--port", port)  # fmt: skip
-
-    assert "last acknowledged delivery done" in out
-
-
-@pytest.mark.slow
-@pytest.mark.bench
-def test_webhook_times_acknowledgements_idle_and_under_ingest(bench):
-    port = str(free_port())
-    out = run(bench, "bench.webhook", "--deliveries", "20", "--senders", "2",
-              "--web-workers", "1", "--with-ingest", "--port", port)  # fmt: skip
-
-    assert "idle: 20 deliveries acknowledged" in out
-    assert "under ingest: 20 deliveries acknowledged" in out
