@@ -4,11 +4,11 @@ Who may see which source is one SELECT that the admin's querysets and a search
 both run (a search counting the public sources too), so that the two cannot
 disagree; a page's boilerplate counts go up in one statement, so that two pages
 adding the same shape lose no update; a day's plan re-times a source's pages in
-one statement, under the source's advisory lock. So that a model change breaks
-these in a test and not at run time, they are composed here only: table and
-column names from the models' ``_meta`` through ``psycopg.sql``, values always as
-parameters, and every column an INSERT does not name left to its ``db_default``
-(tests/test_raw_inserts.py). Callers give values and never SQL.
+one statement, under the source's advisory lock (``kbsite.locks``). So that a
+model change breaks these in a test and not at run time, they are composed here
+only: table and column names from the models' ``_meta`` through ``psycopg.sql``,
+values always as parameters, and every column an INSERT does not name left to its
+``db_default`` (tests/test_raw_inserts.py). Callers give values and never SQL.
 
 ``sources.models`` reads this module inside its functions, not at import: the
 statements are composed from its models.
@@ -154,20 +154,3 @@ def _next_crawl_update() -> str:
         )
         .as_string()
     )
-
-
-# -- advisory locks -----------------------------------------------------------------
-
-# The key of a two-key lock is an int4.
-_KEYS = 2**32
-
-
-def advisory_xact_lock(*, space: int, key: int) -> None:
-    """Wait for the advisory lock ``key`` of ``space`` and hold it until the
-    transaction ends. ``key`` is taken modulo 2^32: keys that far apart share a
-    lock, and their holders take turns."""
-    key %= _KEYS
-    if key >= _KEYS // 2:
-        key -= _KEYS
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [space, key])
