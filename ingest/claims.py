@@ -15,17 +15,10 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
 from django.db import Error, connection
-from django.db.models import BooleanField, Func, Value
 from django.utils import timezone
 
-from ingest import sql
 from ingest.models import Delivery
-
-# pg_try_advisory_lock(space, key) space of delivery runs ("kbdl").
-LOCK_SPACE = 0x6B62_646C
-# The lock's key is an int4: ids 2^32 apart share one, and a run of either makes
-# the other's job wait for the next sweep, never run twice at once.
-KEYS = 2**32
+from kbsite import locks
 
 
 @contextmanager
@@ -49,26 +42,17 @@ def delivery_held(delivery_id: int) -> Iterator[Delivery | None]:
 
 def deliveries_held(ids: Iterable[int]) -> set[int]:
     """Those of these deliveries a live run holds, in whichever session."""
-    keys = sql.advisory_keys_held(space=LOCK_SPACE)
-    return {pk for pk in ids if pk % KEYS in keys}
-
-
-def _key(pk: int) -> int:
-    """The delivery's key in LOCK_SPACE: its id modulo KEYS, as a signed int4."""
-    key = pk % KEYS
-    return key - KEYS if key >= KEYS // 2 else key
+    # A delivery's key is its id as an int4: ids 2^32 apart share one lock, and a
+    # run of either makes the other's job wait for the next sweep, never run twice.
+    keys = locks.keys_held(lock=locks.DELIVERY_RUNS)
+    return {pk for pk in ids if locks.space_key(pk) in keys}
 
 
 def _read_and_take(pk: int) -> Delivery | None:
     """The delivery, read in the statement that takes its lock (one round trip
     for both), if it exists and the lock was free. The row may be older than the
     lock: the claim that follows is conditional on what was read."""
-    lock = Func(
-        Value(LOCK_SPACE),
-        Value(_key(pk)),
-        function="pg_try_advisory_lock",
-        output_field=BooleanField(),
-    )
+    lock = locks.session_lock_try_expression(lock=locks.DELIVERY_RUNS, key=pk)
     deliveries = Delivery.objects.select_related("push").annotate(taken=lock)
     delivery = deliveries.filter(pk=pk).first()
     return delivery if getattr(delivery, "taken", False) else None
@@ -76,6 +60,6 @@ def _read_and_take(pk: int) -> Delivery | None:
 
 def _let_go(pk: int) -> None:
     try:
-        sql.advisory_lock_release(space=LOCK_SPACE, key=_key(pk))
+        locks.session_lock_release(lock=locks.DELIVERY_RUNS, key=pk)
     except Error:
         pass  # the session is gone (the database restarted), and its lock with it

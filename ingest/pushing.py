@@ -27,12 +27,11 @@ from django.utils import timezone
 
 from ingest import sql
 from ingest.models import Push
+from kbsite import locks
 from sources.models import Page
 
 logger = logging.getLogger(__name__)
 
-# pg_try_advisory_lock key held by the one process sending pushes ("kb pushes").
-SENDER_LOCK = 0x6B62_7075
 # A push refused this many times (429, 5xx, network) is given up.
 MAX_ATTEMPTS = 8
 BACKOFF_MAX_SECONDS = 60.0
@@ -106,8 +105,8 @@ def pushes_send(
 
 def _lock(take: bool) -> bool:
     if take:
-        return sql.advisory_lock_take(key=SENDER_LOCK)
-    return sql.advisory_lock_release(key=SENDER_LOCK)
+        return locks.session_lock_try(lock=locks.PUSH_SENDER)
+    return locks.session_lock_release(lock=locks.PUSH_SENDER)
 
 
 def _send_all(

@@ -17,17 +17,15 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 from django_q.tasks import async_task
 
-from ingest import sql
 from ingest.crawl.services import crawl_start, page_fetch_queue
 from ingest.fetcher_kinds import fetcher_kind, kinds_where
 from ingest.models import CrawlUrl, Delivery, Push
 from ingest.pushing import pages_push_queue, pushes_expire
+from kbsite import locks
 from kbsite.canonical import canonical_url_or_none
 from sources.models import SYSTEM, Caller, Page, Source
 from sources.scope import ScopeMap
 
-# pg_try_advisory_xact_lock key of the planner ("kb plan").
-PLANNER_LOCK = 0x6B62_706C
 SEND_TASK = "ingest.tasks.pushes_send_task"
 SITEMAPS_TASK = "ingest.tasks.source_sitemaps_push_task"
 # Who may queue a recrawl (the API, the admin's buttons and actions), of the
@@ -207,4 +205,4 @@ def pushes_send_soon() -> None:
 
 
 def _planner_lock() -> bool:
-    return sql.advisory_xact_lock_take(key=PLANNER_LOCK)
+    return locks.xact_lock_try(lock=locks.RECRAWL_PLANNER)

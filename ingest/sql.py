@@ -4,13 +4,13 @@ The webhook stores each delivery and its job with one INSERT apiece (a repeated
 delivery meets ``ON CONFLICT`` rather than a failed INSERT, and the job's model
 save was a fifth of the web workers' CPU time under load); pushes, crawl hosts
 and re-queued crawl URLs are written by one statement each so that concurrent
-writers meet in ``ON CONFLICT`` rather than in a lost update; runs, the sender and
-the planner hold PostgreSQL advisory locks. So that a model change breaks these in
-a test and not at run time, they are composed here only: table and column names
-from the models' ``_meta`` through ``psycopg.sql``, values always as parameters,
-every column an INSERT does not name left to its ``db_default``
-(tests/test_raw_inserts.py), and a row of several values returned by name.
-Callers give values and never SQL.
+writers meet in ``ON CONFLICT`` rather than in a lost update. (The advisory locks
+of runs, the sender and the planner are taken by ``kbsite.locks``.) So that a
+model change breaks these in a test and not at run time, they are composed here
+only: table and column names from the models' ``_meta`` through ``psycopg.sql``,
+values always as parameters, every column an INSERT does not name left to its
+``db_default`` (tests/test_raw_inserts.py), and a row of several values returned
+by name. Callers give values and never SQL.
 """
 
 from __future__ import annotations
@@ -103,60 +103,6 @@ def postmaster_started_at() -> datetime:
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_postmaster_start_time()")
         return cursor.fetchone()[0]
-
-
-# -- advisory locks -----------------------------------------------------------------
-
-# By the number of keys: one bigint, or a space and an int4 key.
-_LOCK_TAKE = {
-    1: "SELECT pg_try_advisory_lock(%s)",
-    2: "SELECT pg_try_advisory_lock(%s, %s)",
-}
-_LOCK_RELEASE = {
-    1: "SELECT pg_advisory_unlock(%s)",
-    2: "SELECT pg_advisory_unlock(%s, %s)",
-}
-_XACT_LOCK_TAKE = "SELECT pg_try_advisory_xact_lock(%s)"
-# The keys of a space's two-key locks (objsubid 2) granted in this database, to
-# any session.
-_KEYS_HELD = (
-    "SELECT objid::bigint FROM pg_locks WHERE locktype = 'advisory' "
-    "AND classid = %s::oid AND objsubid = 2 AND granted AND database = "
-    "(SELECT oid FROM pg_database WHERE datname = current_database())"
-)
-
-
-def advisory_lock_take(*, key: int, space: int | None = None) -> bool:
-    """Take the session's advisory lock ``key`` (an int4 in ``space``, if given)
-    without waiting: whether it is this session's now."""
-    return _lock_call(_LOCK_TAKE, key, space)
-
-
-def advisory_lock_release(*, key: int, space: int | None = None) -> bool:
-    """Let go of a lock :func:`advisory_lock_take` took: whether it was held."""
-    return _lock_call(_LOCK_RELEASE, key, space)
-
-
-def _lock_call(statements: Mapping[int, str], key: int, space: int | None) -> bool:
-    params = [key] if space is None else [space, key]
-    with connection.cursor() as cursor:
-        cursor.execute(statements[len(params)], params)
-        return bool(cursor.fetchone()[0])
-
-
-def advisory_xact_lock_take(*, key: int) -> bool:
-    """Take the advisory lock ``key`` until the transaction ends, without waiting:
-    whether this transaction holds it now."""
-    with connection.cursor() as cursor:
-        cursor.execute(_XACT_LOCK_TAKE, [key])
-        return bool(cursor.fetchone()[0])
-
-
-def advisory_keys_held(*, space: int) -> set[int]:
-    """The keys of ``space`` whose lock some session of this database holds."""
-    with connection.cursor() as cursor:
-        cursor.execute(_KEYS_HELD, [space])
-        return {row[0] for row in cursor.fetchall()}
 
 
 # -- pushes -------------------------------------------------------------------------

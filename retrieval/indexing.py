@@ -11,6 +11,7 @@ from datetime import timedelta
 from django.db import transaction
 from django.utils import timezone
 
+from kbsite import locks
 from kbsite.text import count_tokens
 from retrieval import sql
 from retrieval.chunking import ChunkDraft, embed_texts
@@ -25,9 +26,6 @@ from sources.models import Page, PageVersion
 # (and retry) more cheaply. Tokens per request stay under OpenAI's 300,000.
 EMBED_BATCH = 256
 EMBED_BATCH_TOKENS = 250_000
-# A prune of unused vectors holds this advisory lock alone; a swap of chunks holds it
-# shared, so no prune runs between a swap's check of its vectors and its commit.
-PRUNE_LOCK = 0x6B625F7072756E  # "kb_prun"
 # Vectors younger than this are never pruned: a delivery embeds its new texts
 # before it swaps its chunks in, and a job runs at most Q_TIMEOUT (5 minutes).
 PRUNE_AFTER = timedelta(hours=1)
@@ -170,7 +168,7 @@ def _vectors_hold(drafts: list[ChunkDraft]) -> None:
     """Keep a prune away until the transaction commits, and embed again any text
     of these drafts whose vector a prune took since it was embedded (it was then
     used by no chunk; rare, and paid for again rather than lost)."""
-    sql.advisory_xact_lock(key=PRUNE_LOCK, shared=True)
+    locks.xact_lock_wait(lock=locks.VECTOR_PRUNE, shared=True)
     texts = embed_texts(drafts)
     for embedder in ingest_embedders():
         embeddings_ensure(texts=texts, embedder=embedder)  # none missing: one query
@@ -182,5 +180,5 @@ def embeddings_prune(*, older_than: timedelta = PRUNE_AFTER) -> int:
     how many. They would otherwise fill the HNSW index and its scans."""
     before = timezone.now() - older_than
     with transaction.atomic():
-        sql.advisory_xact_lock(key=PRUNE_LOCK)
+        locks.xact_lock_wait(lock=locks.VECTOR_PRUNE)
         return sql.unused_vectors_delete(made_before=before)

@@ -4,7 +4,7 @@ the primary.
 
 The index is what a search reads: chunks, their vectors and spaces, the word
 counts and the pages they belong to. Not the sources: who may read what is
-decided on the primary (``sources.sql``, as sign-in, sessions and throttles are),
+decided on the primary (``sources.access``, as sign-in, sessions and throttles are),
 so that a reader removed from a group is not let in by a replica that has not
 heard of it yet.
 """

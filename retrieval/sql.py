@@ -2,11 +2,11 @@
 
 A search's queries are written by hand, because compiling the ORM's took longer
 than running them (see docs/benchmarks.md); so are the question's log row, the
-embedding usage's upsert, the HNSW indexes' DDL and the advisory locks. So that a
-model change breaks them in a test and not at run time, they are composed here
-only: table and column names from the models' ``_meta`` through ``psycopg.sql``,
-values always as parameters, and rows returned by name (dataclasses built from
-``cursor.description``). Callers give values (a
+embedding usage's upsert and the HNSW indexes' DDL. (The app's advisory locks are
+taken by ``kbsite.locks``.) So that a model change breaks them in a test and not
+at run time, they are composed here only: table and column names from the models'
+``_meta`` through ``psycopg.sql``, values always as parameters, and rows returned
+by name (dataclasses built from ``cursor.description``). Callers give values (a
 :class:`~retrieval.searchable.Searchable`, a question's terms, a vector) and never
 SQL.
 
@@ -590,17 +590,7 @@ def usage_add(**row: object) -> None:
         cursor.execute(USAGE_INSERT.sql, USAGE_INSERT.params(**row))
 
 
-# -- locks and session settings ---------------------------------------------------
-
-
-def advisory_xact_lock(*, key: int, shared: bool = False) -> None:
-    """Wait for the advisory lock ``key`` and hold it until the transaction ends;
-    ``shared``: beside other shared holders, never beside the exclusive one."""
-    function = "pg_advisory_xact_lock_shared" if shared else "pg_advisory_xact_lock"
-    with connection.cursor() as cursor:
-        cursor.execute(
-            SQL("SELECT {}(%s)").format(Identifier(function)).as_string(), [key]
-        )
+# -- session settings -------------------------------------------------------------
 
 
 def search_settings_apply(cursor, *, ef_search: int) -> None:

@@ -17,6 +17,7 @@ from django.db import transaction
 from django.utils import timezone
 from openai import OpenAIError
 
+from kbsite import locks
 from kbsite.text import STOPWORDS, WORD
 from retrieval import sql
 from retrieval.embedder import Embedder
@@ -36,9 +37,6 @@ PROBE_WORDS = 4
 FLOOR_QUANTILE = 0.5
 SEED = 20261130
 logger = logging.getLogger(__name__)
-
-# Advisory lock around the word counts' refresh.
-LOCK_KEY = 0x6B625F6C6578  # "kb_lex"
 
 
 @dataclass(frozen=True)
@@ -96,7 +94,7 @@ def lexemes_refresh() -> tuple[int, int]:
     distinct stems). Readers see the old counts until the new ones are complete."""
     with transaction.atomic():
         # Two workers refreshing at once take turns rather than collide.
-        sql.advisory_xact_lock(key=LOCK_KEY)
+        locks.xact_lock_wait(lock=locks.WORD_COUNTS)
         chunks = live_chunk_count()
         lexemes = sql.lexemes_replace()
         stats = IndexStatistics.objects.select_for_update().first()

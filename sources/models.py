@@ -27,7 +27,7 @@ from kbsite.patterns import (
 )
 from kbsite.text import sha256_hex
 from kbsite.textdiff import Change
-from sources import schedule
+from sources import access, schedule
 from sources.change_rate import CHECKS_KEPT
 
 # The fields whose lines are regular expressions, run by RE2 (``kbsite.patterns``).
@@ -97,9 +97,14 @@ def source_ids_searchable_by(user: Caller) -> list[int] | None:
         return None
     if isinstance(user, WidgetReader):
         return list(user.source_ids)
-    from sources import sql  # not at import: it composes from this module's models
+    return access.visible_source_ids(member_id=_member_id(user), public=True)
 
-    return sql.visible_source_ids(user=user, public=True)
+
+def _member_id(user: Caller) -> int | None:
+    """A signed-in user's id, as a member of groups; None for an anonymous
+    visitor (and for the system, which never gets here: it sees every source). No
+    caller at all is a TypeError."""
+    return user.pk if caller_check(user).is_authenticated else None
 
 
 def anonymous_readers_welcome() -> bool:
@@ -109,7 +114,7 @@ def anonymous_readers_welcome() -> bool:
 
 
 class SourceQuerySet(models.QuerySet["Source"]):
-    """Who sees which source, in two readings of one rule (``sources.sql``):
+    """Who sees which source, in two readings of one rule (``sources.access``):
 
     - ``searchable_by``: whose text a caller may read (search, answers and their
       citations, the Ask page's menu, and whatever else shows indexed text). An
@@ -126,7 +131,7 @@ class SourceQuerySet(models.QuerySet["Source"]):
 
     def searchable_by(self, user: Caller) -> SourceQuerySet:
         """The sources whose text ``user`` may read: the same SELECT as a
-        search's (``sources.sql``)."""
+        search's (``sources.access``)."""
         return self._of(user, public=True)
 
     def visible_to(self, user: Caller) -> SourceQuerySet:
@@ -168,9 +173,8 @@ class SourceQuerySet(models.QuerySet["Source"]):
             return self
         if isinstance(user, WidgetReader):  # reads its sources, manages none
             return self.filter(pk__in=user.source_ids) if public else self.none()
-        from sources import sql  # not at import: it composes from this module's models
-
-        select = sql.visible_source_ids_select(user=user, public=public)
+        member_id = _member_id(user)
+        select = access.visible_source_ids_select(member_id=member_id, public=public)
         return self.filter(pk__in=RawSQL(*select))
 
 

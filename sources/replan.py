@@ -26,6 +26,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from kbsite import locks
 from sources import schedule, sql
 from sources.day_plan import SPENDING_DAYS
 from sources.models import HOUR, Page, Source
@@ -33,8 +34,6 @@ from sources.models import HOUR, Page, Source
 DAY = timedelta(days=1)
 # A plan is made again once it is this old.
 PLAN_LIFETIME = DAY
-# pg_advisory_xact_lock(space, key) space of day plans ("kbdp"), keyed by source.
-PLAN_LOCK_SPACE = 0x6B62_6470
 
 
 def source_schedule_replan(
@@ -71,7 +70,7 @@ def _replan_if_old(source_id: int, now: datetime) -> bool:
     plan is read after the lock is taken, so a plan another planner made
     meanwhile is seen. Whether a plan was made."""
     with transaction.atomic():
-        sql.advisory_xact_lock(space=PLAN_LOCK_SPACE, key=source_id)
+        locks.xact_lock_wait(lock=locks.DAY_PLANS, key=source_id)
         source = Source.objects.filter(pk=source_id, adaptive_recrawl=True).first()
         if source is None:
             return False

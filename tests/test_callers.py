@@ -16,7 +16,6 @@ from retrieval.questions import query_feedback_record, question_answer, search_r
 from retrieval.rechecks import answer_for
 from retrieval.search import chunks_search
 from retrieval.searchable import searchable_chunks
-from sources import sql
 from sources.feeds import feed_steps
 from sources.models import SYSTEM, Page, Source, source_ids_searchable_by
 from sources.visibility import rows_visible_to, sees_every_row
@@ -80,10 +79,6 @@ ENTRY_POINTS: list[tuple[str, Callable]] = [
 # Entry points that have nothing to give the system, which asks no question of
 # its own and is no reader, but must refuse no caller all the same.
 REFUSING_ONLY: list[tuple[str, Callable]] = [
-    ("sources.sql.visible_source_ids",
-     lambda u: sql.visible_source_ids(user=u, public=True)),
-    ("sources.sql.visible_source_ids_select",
-     lambda u: sql.visible_source_ids_select(user=u, public=True)),
     ("answer_for", lambda u: answer_for(u, QueryLog.objects.get().pk)),
     ("reader_admitted", reader_admitted),
     ("query_feedback_record", lambda u: query_feedback_record(

@@ -40,7 +40,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from ingest.claims import LOCK_SPACE
+from kbsite.locks import DELIVERY_RUNS
 from tests.conftest import PYTHON, ROOT, free_port
 from tests.fakes.crawlbase import FakeCrawler
 from tests.fakes.site import FakeSite, page
@@ -347,7 +347,7 @@ def held_deliveries(db: TcpPostgres, ports: set[int]) -> list[int]:
         "SELECT l.objid::bigint, a.client_port FROM pg_locks l "
         "JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory' "
         "AND l.classid = %s::oid AND l.objsubid = 2 AND l.granted",
-        [LOCK_SPACE],
+        [DELIVERY_RUNS.number],
     )
     return sorted(key for key, port in rows if port in ports)
 

@@ -18,8 +18,8 @@ from django_q.models import OrmQ
 from ingest.models import Notification, NotificationAttempt, Subscription
 from ingest.notify.services import SENDS_AT_ONCE
 from ingest.notify.services import TASK as SEND_TASK
-from ingest.notify.slots import LOCK_SPACE
 from ingest.tasks import notifications_send_task
+from kbsite.locks import NOTIFY_SENDERS
 from tests.fakes.hostile_receiver import (
     OK,
     HostileReceiver,
@@ -42,7 +42,9 @@ def slot_taken_elsewhere(slot: int) -> Iterator[None]:
     other = connection.copy()
     try:
         with other.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_lock(%s, %s)", [LOCK_SPACE, slot])
+            cursor.execute(
+                "SELECT pg_advisory_lock(%s, %s)", [NOTIFY_SENDERS.number, slot]
+            )
         yield
     finally:
         other.close()

@@ -17,10 +17,7 @@ from contextlib import contextmanager
 from django.conf import settings
 from django.db import Error, connection
 
-from ingest import sql
-
-# pg_try_advisory_lock(space, slot) space of notification senders ("kbnt").
-LOCK_SPACE = 0x6B62_6E74
+from kbsite import locks
 
 
 @contextmanager
@@ -30,7 +27,7 @@ def sender_slot() -> Iterator[int | None]:
         (
             number
             for number in range(settings.NOTIFY_MAX_WORKERS)
-            if sql.advisory_lock_take(key=number, space=LOCK_SPACE)
+            if locks.session_lock_try(lock=locks.NOTIFY_SENDERS, key=number)
         ),
         None,
     )
@@ -45,11 +42,11 @@ def sender_slot() -> Iterator[int | None]:
     finally:
         connection.close_at = close_at
         try:
-            sql.advisory_lock_release(key=slot, space=LOCK_SPACE)
+            locks.session_lock_release(lock=locks.NOTIFY_SENDERS, key=slot)
         except Error:
             pass  # the session is gone (the database restarted), and its lock too
 
 
 def slots_taken() -> set[int]:
     """The slots some session of this database holds."""
-    return sql.advisory_keys_held(space=LOCK_SPACE)
+    return locks.keys_held(lock=locks.NOTIFY_SENDERS)
