@@ -139,13 +139,16 @@ def chunks_search(
     A narrower scope never abstains where the whole index would answer from that
     scope's pages: when a filtered search finds no evidence, the same question
     is asked of everything the caller may search, and if that search has evidence
-    and its best page is within the filters, the filtered search has it too. (The
-    scope's own evidence can be weaker than the whole index's in two ways: the
-    nearest chunk of all may be another source's, and a name of the question may
-    be named only by another source.) It costs a second search for the filtered
-    questions that would abstain, and nothing for the others."""
+    and its best page is within the filters, the filtered search has it too (the
+    nearest chunk of all, or the one holding most of the question's words, may be
+    another source's). One abstention stands: a question naming what the scope
+    never names is not about the scope's pages, even where another source names
+    it and the whole index answers from the scope. It costs a second search for
+    the filtered questions that would abstain, and nothing for the others."""
     result = _search(query, user, k, per_page, filters, mode, embedder)
-    if not result.abstained or filters == NO_FILTERS:
+    if not result.abstained or filters == NO_FILTERS or result.evidence.off_subject:
+        # A scope that never names what the question asks about is right to say
+        # so, whatever another source names: its pages cannot be about it.
         return result
     wide = _search(
         query, user, 1, 1, NO_FILTERS, mode, result.embedder, result.query_vector

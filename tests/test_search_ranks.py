@@ -12,7 +12,7 @@ from __future__ import annotations
 from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
-from retrieval.answer import NO_EVIDENCE
+from retrieval.answer import NO_EVIDENCE, never_named
 from retrieval.questions import question_answer, search_run
 from retrieval.search import SearchMode, _search, chunks_search
 from retrieval.searchable import SearchFilters
@@ -111,3 +111,34 @@ class NarrowerScopeTests(HarborWorld):
                 assert scoped.citations[0].page.url == HARBOR_QUEUES
             else:
                 assert scoped.answer == NO_EVIDENCE and scoped.citations == []
+
+
+class NeverNamedInScopeTests(HarborWorld):
+    """Another source names Barman in passing; Harbor's docs never do. The whole
+    index answers a question about Barman from Harbor's backup page, but asked
+    within Harbor the question still says what Harbor's docs never mention."""
+
+    @classmethod
+    def setUpTestData(cls):
+        super().setUpTestData()
+        Source.objects.create(name="Tools", seed_urls="https://tools.example/")
+        for n in range(4):
+            ingest_markdown(
+                f"https://tools.example/list/{n}/",
+                f"# Tools {n}\n\nBarman is one more tool on the list ({n}).\n",
+            )
+
+    def test_the_scope_keeps_its_never_named(self):
+        question = "How do I restore a Harbor backup with Barman?"
+        harbor = SearchFilters(source_ids=(self.harbor.pk,))
+        wide = chunks_search(query=question, user=SYSTEM, k=5, per_page=1)
+        # The case: the whole index answers, from Harbor's pages.
+        assert not wide.abstained
+        assert wide.hits[0].chunk.page.source_id == self.harbor.pk
+
+        scoped = question_answer(
+            question=question, user=SYSTEM, k=5, filters=harbor, log=False
+        )
+
+        assert scoped.abstained and scoped.citations == []
+        assert scoped.answer == never_named(("Barman",))
