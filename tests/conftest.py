@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import itertools
 import os
 import socket
 import sys
@@ -49,6 +50,25 @@ def at_once(work: Callable[[], T], times: int) -> list[T]:
     for thread in threads:
         thread.join()
     return results
+
+
+def each_at_once(calls: list[Callable[[], object]]) -> None:
+    """Each call in a thread of its own, all released together once every one has
+    its database connection (as processes that are already up would be)."""
+    from django.db import connection
+
+    turns = itertools.count()
+    lock = threading.Lock()
+    connected = threading.Barrier(len(calls))
+
+    def one() -> None:
+        with lock:
+            call = calls[next(turns)]
+        connection.ensure_connection()
+        connected.wait()
+        call()
+
+    at_once(one, len(calls))
 
 
 def local_model_require() -> None:

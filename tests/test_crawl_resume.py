@@ -3,12 +3,10 @@ the schedule's next run), and never twice when processes resume together."""
 
 from __future__ import annotations
 
-import itertools
-import threading
 from datetime import timedelta
+from functools import partial
 
 import pytest
-from django.db import connection
 from django.utils import timezone
 from django_q.models import OrmQ, Schedule
 from django_q.signals import post_spawn
@@ -18,7 +16,7 @@ from ingest.crawl.services import crawl_start
 from ingest.models import Crawl
 from ingest.tasks import running_resume_task
 from sources.models import Source
-from tests.conftest import at_once
+from tests.conftest import each_at_once
 from tests.fakes.site import FakeSite
 from tests.test_crawl_worker import cluster, docs_site
 from tests.test_worker import wait_until
@@ -77,18 +75,7 @@ def test_processes_resuming_a_crawl_together_queue_its_job_once(callers):
     source = Source.objects.create(name="Docs", seed_urls="https://docs.example.com/")
     crawl_start(source=source)
     lose_the_jobs_in_a_crash()
-    turns = itertools.count()
-    lock = threading.Lock()
-    connected = threading.Barrier(len(callers))
-
-    def resume() -> None:
-        with lock:
-            caller = callers[next(turns)]
-        # Every process has its connection before any of them counts the jobs.
-        connection.ensure_connection()
-        connected.wait()
-        ENTRY_POINTS[caller](source)
-
-    at_once(resume, len(callers))
+    # Every process has its connection before any of them counts the jobs.
+    each_at_once([partial(ENTRY_POINTS[caller], source) for caller in callers])
 
     assert crawl_jobs() == 1  # CRAWL_WORKERS

@@ -6,8 +6,6 @@ handed over twice, no count doubles."""
 
 from __future__ import annotations
 
-import itertools
-import threading
 from datetime import timedelta
 from typing import Any
 
@@ -23,7 +21,7 @@ from ingest.publish import PUBLISH_TASK, publish_check_request, publish_check_ru
 from ingest.tasks import running_resume_task
 from kbsite.queue_broker import database_back
 from sources.models import SYSTEM, Page, Source
-from tests.conftest import at_once
+from tests.conftest import at_once, each_at_once
 from tests.fakes.site import FakeSite, sitemap_xml
 
 EARLY = "2026-01-01"  # a sitemap's date before every check of these tests
@@ -245,18 +243,7 @@ def test_processes_resuming_checks_together_queue_each_lost_job_once(
     for job in check_jobs():
         if job.task["args"][0] != waiting.pk:
             job.delete()
-    turns = itertools.count()
-    lock = threading.Lock()
-    connected = threading.Barrier(len(callers))
-
-    def resume() -> None:
-        with lock:
-            caller = callers[next(turns)]
-        connection.ensure_connection()
-        connected.wait()
-        RESUMERS[caller]()
-
-    at_once(resume, len(callers))
+    each_at_once([RESUMERS[caller] for caller in callers])
 
     jobs = sorted(job.task["args"][0] for job in check_jobs())
     assert jobs == sorted([running.pk, queued.pk, waiting.pk])
