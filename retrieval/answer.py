@@ -20,6 +20,7 @@ from django.conf import settings
 
 from kbsite.text import FENCE, fenced
 from retrieval.backends import openai_client
+from retrieval.chunking import SEPARATOR
 from retrieval.embedder import Embedder
 from retrieval.spans import Similarity, Span, best_spans
 
@@ -68,6 +69,10 @@ class Passage:
     text: str
 
 
+# A sentence whose subject is what its section is about, named only there.
+REFERS_BACK = re.compile(r"(?:this|these|that|those|it|they)\b", re.IGNORECASE)
+
+
 @dataclass(frozen=True)
 class Answer:
     text: str  # Markdown
@@ -91,7 +96,10 @@ def answer_compose(
     if settings.CHAT_MODEL:
         return _keep_valid_markers(_chat(question, passages), len(passages))
     quoted = _extractive(question, passages, meaning)
-    raw = "\n\n".join(_quote(span, number) for number, span in quoted.items())
+    raw = "\n\n".join(
+        _quote(span, number, passages[number - 1].heading)
+        for number, span in quoted.items()
+    )
     answer = _keep_valid_markers(raw or NO_EVIDENCE, len(passages))
     return Answer(text=answer.text, cited=answer.cited, quoted=quoted)
 
@@ -146,9 +154,15 @@ def _extractive(
     return picked
 
 
-def _quote(span: Span, number: int) -> str:
-    """The span with its marker after the sentence, before what it brings along."""
+def _quote(span: Span, number: int, heading: str = "") -> str:
+    """The span with its marker after the sentence, before what it brings along.
+    A sentence that points back at what its section is about ("This command can
+    be used to change this passphrase.") says nothing without it: the section's
+    own heading ("borg key change-passphrase") goes before it."""
     lead = f"{span.lead} [{number}]"
+    topic = heading.split(SEPARATOR)[-1].strip() if heading else ""
+    if topic and REFERS_BACK.match(span.lead) and topic not in span.lead:
+        lead = f"**{topic}**: {lead}"
     return f"{lead}\n\n{span.attached}" if span.attached else lead
 
 

@@ -475,3 +475,32 @@ def test_a_passage_the_budget_left_unjudged_is_not_quoted_beside_the_first(
     )
 
     assert answer.cited == [1], answer.text
+
+
+@pytest.mark.parametrize(
+    ("heading", "text", "named"),
+    [
+        # The sentence's subject is the section's: the heading says what it is.
+        ("Usage › borg key change-passphrase",
+         "This command can be used to change this passphrase.",
+         "**borg key change-passphrase**: This command"),
+        ("Usage › borg prune", "It keeps the archives the rules name.",
+         "**borg prune**: It keeps"),
+        ("Options › --stats", "These numbers are printed at the end.",
+         "**--stats**: These numbers"),
+        # A sentence that names its subject, or says it already: as it is.
+        ("Usage › borg key change-passphrase",
+         "Run borg key change-passphrase to change the passphrase.", ""),
+        ("Usage › borg prune", "This is what borg prune keeps.", ""),
+        ("", "This command changes the passphrase.", ""),
+    ],
+)  # fmt: skip
+def test_a_sentence_pointing_back_at_its_section_comes_with_its_heading(
+    heading, text, named
+):
+    passage = Passage(number=1, title="Borg", url="https://x/", heading=heading,
+                      text=text)  # fmt: skip
+
+    answer = answer_compose(question="change the passphrase", passages=[passage])
+
+    assert answer.text.startswith(named or text)
