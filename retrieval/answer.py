@@ -71,6 +71,14 @@ class Passage:
 
 # A sentence whose subject is what its section is about, named only there.
 REFERS_BACK = re.compile(r"(?:this|these|that|those|it|they)\b", re.IGNORECASE)
+# The parts of a reference entry (a man page, a command's or a function's entry):
+# headings that name no subject of their own.
+ENTRY_PARTS = frozenset(
+    {"description", "synopsis", "example", "examples", "options", "arguments",
+     "parameters", "usage", "notes", "note", "overview", "introduction", "details",
+     "discussion", "remarks", "see also", "summary", "returns", "return value",
+     "caveats", "environment", "exit status", "files", "bugs"}
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -160,10 +168,20 @@ def _quote(span: Span, number: int, heading: str = "") -> str:
     be used to change this passphrase.") says nothing without it: the section's
     own heading ("borg key change-passphrase") goes before it."""
     lead = f"{span.lead} [{number}]"
-    topic = heading.split(SEPARATOR)[-1].strip() if heading else ""
+    topic = _topic(heading)
     if topic and REFERS_BACK.match(span.lead) and topic not in span.lead:
         lead = f"**{topic}**: {lead}"
     return f"{lead}\n\n{span.attached}" if span.attached else lead
+
+
+def _topic(heading: str) -> str:
+    """What a section is about: the last heading of its path that names
+    something, not a part of a reference entry ("borg key change-passphrase",
+    not its "Description")."""
+    parts = [part.strip() for part in heading.split(SEPARATOR)] if heading else []
+    return next(
+        (part for part in reversed(parts) if part.lower() not in ENTRY_PARTS), ""
+    )
 
 
 def _chat(question: str, passages: list[Passage]) -> str:

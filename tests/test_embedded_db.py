@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 
 import psycopg
 import pytest
@@ -228,3 +229,41 @@ def test_the_server_is_sized_to_the_machine(server_tmp_path):
     assert 128 <= SHARED_BUFFERS_MB <= 1024
     assert connections == MAX_CONNECTIONS
     assert MAX_CONNECTIONS >= 8 * (os.cpu_count() or 2)
+
+
+@pytest.mark.parametrize(
+    ("postmaster", "working", "cleared"),
+    [
+        ("zombie", False, True),  # died unreaped, nothing of it left: cleared
+        ("zombie", True, False),  # one of its processes still works there
+        ("alive", False, False),  # a live postmaster keeps its lock
+        ("gone", False, False),  # PostgreSQL tells a dead pid apart itself
+    ],
+)
+def test_the_lock_files_of_a_postmaster_that_died_unreaped_are_cleared(
+    tmp_path, postmaster, working, cleared
+):
+    from kbsite.pgembedded.server import EmbeddedPostgres
+
+    server = EmbeddedPostgres.at(tmp_path / "var")
+    server.data_dir.mkdir(parents=True)
+    child = os.fork()
+    if child == 0:  # exits at once; left unreaped below, it is a zombie
+        os._exit(0)
+    pid = {"zombie": child, "alive": os.getpid(), "gone": 2**22 + 7}[postmaster]
+    lock = server.data_dir / "postmaster.pid"
+    socket_lock = server.socket_dir / ".s.PGSQL.5432.lock"
+    lock.write_text(f"{pid}\n{server.data_dir}\n")
+    socket_lock.write_text(f"{pid}\n{server.data_dir}\n")
+    worker = subprocess.Popen(["sleep", "30"], cwd=server.data_dir) if working else None
+    try:
+        if postmaster == "zombie":
+            time.sleep(0.2)  # the child has exited
+        assert server._stale_lock_clear(wait=0.5) is cleared
+        assert lock.exists() is not cleared
+        assert socket_lock.exists() is not cleared
+    finally:
+        os.waitpid(child, 0)
+        if worker is not None:
+            worker.kill()
+            worker.wait()

@@ -488,6 +488,10 @@ def test_a_passage_the_budget_left_unjudged_is_not_quoted_beside_the_first(
          "**borg prune**: It keeps"),
         ("Options › --stats", "These numbers are printed at the end.",
          "**--stats**: These numbers"),
+        # A part of a reference entry names nothing: the entry's own heading.
+        ("borg key change-passphrase › Description",
+         "This command can be used to change this passphrase.",
+         "**borg key change-passphrase**: This command"),
         # A sentence that names its subject, or says it already: as it is.
         ("Usage › borg key change-passphrase",
          "Run borg key change-passphrase to change the passphrase.", ""),

@@ -33,3 +33,29 @@ def _is_zombie(pid: int) -> bool:
     except (FileNotFoundError, IndexError):
         return True
     return state == "Z"
+
+
+def zombie(pid: int) -> bool:
+    """Whether ``pid`` is a process that has died and nobody has reaped: it
+    still answers ``kill(pid, 0)``, so PostgreSQL takes it for a live postmaster."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, IndexError):
+        return False
+    return state == "Z"
+
+
+def working_in(directory: Path) -> list[int]:
+    """Live processes whose working directory is ``directory`` (a PostgreSQL
+    server's processes work in its data directory)."""
+    target = os.path.realpath(directory)
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if os.readlink(entry / "cwd") == target and alive(int(entry.name)):
+                found.append(int(entry.name))
+        except OSError:  # gone, or not ours to read
+            continue
+    return found

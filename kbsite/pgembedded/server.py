@@ -23,10 +23,11 @@ import hashlib
 import logging
 import os
 import pwd
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .processes import alive, start_time
+from .processes import alive, start_time, working_in, zombie
 from .programs import ServerError, bin_dir, program_run
 from .system_user import server_user, system_user_ensure, traversable_ensure
 from .upgrade import INITDB_OPTIONS, ClusterUpgrade, binaries_for
@@ -188,6 +189,7 @@ class EmbeddedPostgres:
         upgrade.run()
         if not (self.data_dir / "PG_VERSION").exists():
             self._run(user, "initdb", "-D", str(self.data_dir), *INITDB_OPTIONS)
+        self._stale_lock_clear()
         options = (
             f"-k '{self.socket_dir}' -c listen_addresses='' -p {PORT} "
             f"-c shared_buffers={SHARED_BUFFERS_MB}MB "
@@ -214,6 +216,42 @@ class EmbeddedPostgres:
             "embedded PostgreSQL started (pid %s, socket %s)", info.pid, info.socket_dir
         )
         return info
+
+    def _stale_lock_clear(self, *, wait: float = 30.0) -> bool:
+        """Remove the lock file of a postmaster that died unreaped (True if so).
+
+        Where the process that adopts orphans does not reap them (some container
+        inits), a postmaster killed with SIGKILL stays a zombie: PostgreSQL finds
+        its pid alive and refuses to start ("lock file postmaster.pid already
+        exists") for as long as the machine runs. The server's other processes
+        work in its data directory and leave soon after their postmaster: once
+        none is left, nothing uses the old shared memory, and the lock file only
+        names the dead. While one is left (within ``wait`` seconds), the file
+        stays and PostgreSQL refuses, as it must."""
+        lock = self.data_dir / "postmaster.pid"
+        try:
+            pid = int(lock.read_text().split()[0])
+        except (FileNotFoundError, IndexError, ValueError):
+            return False
+        if not zombie(pid):
+            return False  # alive, or gone: PostgreSQL tells those apart itself
+        deadline = time.monotonic() + wait
+        while working_in(self.data_dir):
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.1)
+        logger.warning(
+            "removing the lock files of PostgreSQL's postmaster %s, which died "
+            "and was never reaped",
+            pid,
+        )
+        # The socket's lock file names the same postmaster.
+        for socket_lock in self.socket_dir.glob(".s.PGSQL.*.lock"):
+            with contextlib.suppress(FileNotFoundError, IndexError, ValueError):
+                if int(socket_lock.read_text().split()[0]) == pid:
+                    socket_lock.unlink()
+        lock.unlink(missing_ok=True)
+        return True
 
     def _stop(self) -> bool:
         if self.running() is None:
