@@ -259,7 +259,7 @@ def test_the_lock_files_of_a_postmaster_that_died_unreaped_are_cleared(
     try:
         if postmaster == "zombie":
             time.sleep(0.2)  # the child has exited
-        assert server._stale_lock_clear(wait=0.5) is cleared
+        assert server._stale_lock_clear() is cleared
         assert lock.exists() is not cleared
         assert socket_lock.exists() is not cleared
     finally:

@@ -23,7 +23,6 @@ import hashlib
 import logging
 import os
 import pwd
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -217,29 +216,27 @@ class EmbeddedPostgres:
         )
         return info
 
-    def _stale_lock_clear(self, *, wait: float = 30.0) -> bool:
-        """Remove the lock file of a postmaster that died unreaped (True if so).
+    def _stale_lock_clear(self) -> bool:
+        """Remove the lock files of a postmaster that died unreaped (True if so).
 
         Where the process that adopts orphans does not reap them (some container
         inits), a postmaster killed with SIGKILL stays a zombie: PostgreSQL finds
         its pid alive and refuses to start ("lock file postmaster.pid already
         exists") for as long as the machine runs. The server's other processes
         work in its data directory and leave soon after their postmaster: once
-        none is left, nothing uses the old shared memory, and the lock file only
-        names the dead. While one is left (within ``wait`` seconds), the file
-        stays and PostgreSQL refuses, as it must."""
+        none is left, nothing uses the old shared memory, and the lock files only
+        name the dead. While one is left, they stay and PostgreSQL refuses, as it
+        must; nothing waits here (a request during an outage fails at once, and
+        the next one looks again)."""
         lock = self.data_dir / "postmaster.pid"
         try:
             pid = int(lock.read_text().split()[0])
         except (FileNotFoundError, IndexError, ValueError):
             return False
-        if not zombie(pid):
-            return False  # alive, or gone: PostgreSQL tells those apart itself
-        deadline = time.monotonic() + wait
-        while working_in(self.data_dir):
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(0.1)
+        if not zombie(pid) or working_in(self.data_dir):
+            # Alive or gone (PostgreSQL tells those apart itself), or a process of
+            # the dead server still holds its memory.
+            return False
         logger.warning(
             "removing the lock files of PostgreSQL's postmaster %s, which died "
             "and was never reaped",
