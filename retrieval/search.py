@@ -122,6 +122,8 @@ class SearchResult:
     # How far the first page's fused score is ahead of the next page's, as a share
     # of it (``page_lead``); None when no page came.
     lead: float | None = None
+    # The question's terms as this search weighed them (their counts cost a query).
+    terms: QueryTerms = NO_TERMS
 
 
 def chunks_search(
@@ -157,7 +159,7 @@ def chunks_search(
     if wide.abstained or not wide.hits or not _within(wide.hits[0], scoped):
         return result
     for hit in result.hits:
-        hit.confident = _confident(hit, wide.evidence, query_terms(query))
+        hit.confident = _confident(hit, wide.evidence, result.terms)
     return replace(result, abstained=False, evidence=wide.evidence)
 
 
@@ -243,6 +245,7 @@ def _search(
         embedder=embedder if vector is not None else None,
         query_vector=vector,
         lead=page_lead(fused),
+        terms=terms,
     )
 
 

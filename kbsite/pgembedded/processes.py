@@ -28,21 +28,22 @@ def start_time(pid: int) -> float:
 
 
 def _is_zombie(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, IndexError):
-        return True
-    return state == "Z"
+    """A zombie, or no process at all."""
+    return _state(pid) in ("Z", "")
 
 
 def zombie(pid: int) -> bool:
     """Whether ``pid`` is a process that has died and nobody has reaped: it
     still answers ``kill(pid, 0)``, so PostgreSQL takes it for a live postmaster."""
+    return _state(pid) == "Z"
+
+
+def _state(pid: int) -> str:
+    """The process's state letter, from ``/proc`` ("" for no such process)."""
     try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except (FileNotFoundError, IndexError):
-        return False
-    return state == "Z"
+        return ""
 
 
 def working_in(directory: Path) -> list[int]:
