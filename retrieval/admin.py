@@ -230,6 +230,8 @@ class QueryLogAdmin(VisibleRowsAdmin, ReadOnlyAdmin):
     ) -> dict[str, Any]:
         found = asked.question_groups(user=request.user, concern=concern, since=since)
         changelist = reverse("admin:retrieval_querylog_changelist")
+        answer_with = reverse("admin:retrieval_pin_answer")
+        can_pin = request.user.has_perm("retrieval.add_pin")
         rows = [
             {
                 "group": group,
@@ -241,6 +243,12 @@ class QueryLogAdmin(VisibleRowsAdmin, ReadOnlyAdmin):
                     for q in group.examples
                 ],
                 "logs": _logs_link(changelist, asked.group_logs(group=group)),
+                "answer_with": (
+                    f"{answer_with}?logs="
+                    + ",".join(map(str, asked.group_logs(group=group, limit=200)))
+                    if can_pin
+                    else ""
+                ),
                 "answered": [
                     (
                         page,
@@ -401,4 +409,4 @@ def _plural(count: int, noun: str) -> str:
 
 
 # The Ask widget's keys, in a module of their own.
-from retrieval import widget_admin  # noqa: E402, F401
+from retrieval import pin_admin, widget_admin  # noqa: E402, F401

@@ -39,11 +39,10 @@ from retrieval.grouping import (
     question_key,
     similar_groups,
 )
-from retrieval.indexing import usage_record
 from retrieval.models import QueryLog, QueryLogQuerySet, QuestionVector
 from retrieval.search import KEYWORD_WEIGHT, RRF_K, VECTOR_WEIGHT
 from retrieval.searchable import searchable_chunks
-from retrieval.spaces import serving
+from retrieval.spaces import serving, usage_record
 from sources.models import Caller, Page, Source
 
 # The periods the page offers, in days; the first page shows DEFAULT_DAYS.

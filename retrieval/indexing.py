@@ -17,8 +17,9 @@ from retrieval import sql
 from retrieval.chunking import ChunkDraft, embed_texts
 from retrieval.embedder import Embedder
 from retrieval.models import Chunk, Embedding
+from retrieval.pins import pins_review
 from retrieval.rechecks import answers_mark_stale
-from retrieval.spaces import ingest_embedders
+from retrieval.spaces import ingest_embedders, usage_record
 from retrieval.windows import text_windows
 from sources.models import Page, PageVersion
 
@@ -120,17 +121,6 @@ def _batches(
         yield batch
 
 
-def usage_record(*, space: str, requests: int, inputs: int, tokens: int) -> None:
-    """Add to today's embedding usage (one upsert; concurrent jobs add up)."""
-    sql.usage_add(
-        day=timezone.localdate(),
-        space=space,
-        requests=requests,
-        inputs=inputs,
-        tokens=tokens,
-    )
-
-
 def page_chunks_replace(
     *,
     page: Page,
@@ -161,6 +151,9 @@ def page_chunks_replace(
     )
     removed = old - {draft.embed_hash for draft in drafts}
     answers_mark_stale(page_id=page.pk, removed=removed, change=change)
+    pins_review(
+        page_id=page.pk, removed=removed, headings={d.heading[:1000] for d in drafts}
+    )
     return removed
 
 

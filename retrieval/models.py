@@ -408,6 +408,86 @@ class QuestionVector(models.Model):
         return f"{self.space} vector of log {self.log_id}"
 
 
+class PinQuerySet(models.QuerySet["Pin"]):
+    def in_force(self) -> PinQuerySet:
+        """Pins that answer: not waiting for review, their page still there."""
+        return self.filter(state=Pin.State.ACTIVE, page__isnull=False)
+
+    def to_review(self) -> PinQuerySet:
+        """Pins an editor must look at again: their section changed or went."""
+        return self.filter(Q(state=Pin.State.REVIEW) | Q(page__isnull=True))
+
+
+class Pin(models.Model):
+    """A section an editor chose to answer a group of readers' questions with
+    (``retrieval.pins``): those questions, and new ones as near them as a question
+    that group would take, get it first. It holds the section as it was when
+    pinned; once the section changes or goes the pin stops answering and waits
+    for review."""
+
+    class State(models.TextChoices):
+        ACTIVE = "active", "Answering"
+        REVIEW = "review", "Waiting for review"
+
+    class Reason(models.TextChoices):
+        CHANGED = "changed", "The section changed"
+        GONE = "gone", "The section is gone"
+
+    page = models.ForeignKey(
+        Page, null=True, on_delete=models.SET_NULL, related_name="pins"
+    )
+    # What it pinned, kept for review after the page goes.
+    url = models.URLField(max_length=2000)
+    title = models.CharField(max_length=500, blank=True)
+    heading = models.CharField(
+        max_length=1000, blank=True, help_text="The section's heading path."
+    )
+    anchor = models.CharField(max_length=200, blank=True)
+    # The chunk the editor picked, and every chunk of its section, by text hash:
+    # a change to any of them is a change to what the pin answers with.
+    chunk_hash = models.CharField(max_length=64)
+    section_hashes = ArrayField(models.CharField(max_length=64), default=list)
+    excerpt = models.TextField(blank=True, help_text="The section's text when pinned.")
+    state = models.CharField(max_length=10, choices=State.choices, default=State.ACTIVE)
+    reason = models.CharField(max_length=10, choices=Reason.choices, blank=True)
+    review_since = models.DateTimeField(null=True, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = PinQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [
+            models.Index(
+                fields=["page"], name="pin_active_page_idx", condition=Q(state="active")
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return (
+            f"{self.title or self.url} › {self.heading}" if self.heading else self.url
+        )
+
+
+class PinQuestion(models.Model):
+    """One of the questions a pin answers, with its vector in one space (filled
+    again in the serving space after a change of model)."""
+
+    pin = models.ForeignKey(Pin, on_delete=models.CASCADE, related_name="questions")
+    text = models.TextField()
+    space = models.CharField(max_length=200, blank=True)
+    vector = VectorField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["space"], name="pinquestion_space_idx")]
+
+    def __str__(self) -> str:
+        return self.text[:80]
+
+
 class Lexeme(models.Model):
     """How many live chunks contain a word (its English stem), for ranking keyword
     matches by rarity and for telling rare evidence from common words. Refreshed

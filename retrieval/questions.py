@@ -8,7 +8,7 @@ import operator
 import time
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field, replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from functools import reduce
 
 from django.core import signing
@@ -39,6 +39,8 @@ class Citation:
     excerpt: str = ""
     # The chunk by itself is evidence for the question (``Hit.confident``).
     confident: bool = True
+    # When an editor pinned its section to answer questions like this one.
+    pinned_at: datetime | None = None
 
     @property
     def page(self) -> Page:
@@ -170,9 +172,12 @@ def question_answer(
         for number, c in enumerate(citations, start=1)
     ]
     evidence = result.evidence
+    pinned = bool(result.hits) and result.hits[0].pin is not None
     answer = answer_compose(
         question=question,
-        passages=passages,
+        # An editor said the pinned section answers it: the answer is made of
+        # that section alone, not of whichever passage shares more words.
+        passages=passages[:1] if pinned else passages,
         unknown=evidence.unknown if evidence.off_subject else (),
         meaning=(
             Meaning(result.embedder, result.query_vector)
@@ -244,7 +249,12 @@ def citations_of(hits: list[Hit]) -> list[Citation]:
         if hit.page_id not in seen:
             seen.add(hit.page_id)
             citations.append(
-                Citation(chunk=hit.chunk, score=hit.score, confident=hit.confident)
+                Citation(
+                    chunk=hit.chunk,
+                    score=hit.score,
+                    confident=hit.confident,
+                    pinned_at=hit.pin.pinned_at if hit.pin else None,
+                )
             )
     return citations
 

@@ -19,9 +19,13 @@ from retrieval.chunking import ChunkDraft, chunk_markdown, embed_texts
 from retrieval.embedder import Embedder
 from retrieval.indexing import embeddings_ensure, page_chunks_replace
 from retrieval.models import EmbeddingSpace
+from retrieval.pins import pin_vectors_fill
 from retrieval.spaces import embedder_register, space_switch
 from retrieval.statistics import index_statistics_refresh
 from sources.models import Page
+
+# Pinned questions embedded per request once the new space serves.
+PIN_FILL_BATCH = 500
 
 
 @dataclass
@@ -60,6 +64,10 @@ def index_rebuild(*, target: Embedder, keep_old: bool = False) -> Iterator[Progr
             progress.rechunked += _rechunk(page, drafts)
         old = space_switch(to=space, keep_old=keep_old)
         progress.switched_from = old.name if old else ""
+        # Pinned questions answer in the new space from now, not from the next
+        # periodic run.
+        while pin_vectors_fill(limit=PIN_FILL_BATCH):
+            pass
     # New chunks or a new space: new word counts, and a floor for the new space.
     index_statistics_refresh(force=bool(progress.rechunked or progress.switched_from))
     yield progress

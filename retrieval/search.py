@@ -36,6 +36,7 @@ from retrieval.keywords import (
     query_terms,
 )
 from retrieval.models import Chunk, EmbeddingSpace
+from retrieval.pins import PinMatch, pin_match
 from retrieval.searchable import (
     NO_FILTERS,
     Searchable,
@@ -104,6 +105,8 @@ class Hit:
     # The chunk by itself is evidence: its meaning reaches the floor, or it holds
     # most of the question's weight (and the question names nothing unknown).
     confident: bool = False
+    # An editor pinned this chunk's section to answer questions like this one.
+    pin: PinMatch | None = None
     # The whole row, read for the hits chosen only.
     chunk: Chunk = field(init=False, repr=False, compare=False)
 
@@ -146,7 +149,31 @@ def chunks_search(
     another source's). One abstention stands: a question naming what the scope
     never names is not about the scope's pages, even where another source names
     it and the whole index answers from the scope. It costs a second search for
-    the filtered questions that would abstain, and nothing for the others."""
+    the filtered questions that would abstain, and nothing for the others.
+
+    A section an editor pinned to answer questions like this one comes first
+    (``retrieval.pins``), whatever the ranking says."""
+    per_page = per_page or settings.SEARCH_CHUNKS_PER_PAGE
+    result = _scoped(query, user, k, per_page, filters, mode, embedder)
+    if result.query_vector is None or result.embedder is None:
+        return result
+    match = pin_match(
+        vector=result.query_vector,
+        space=result.embedder.space,
+        searchable=searchable_chunks(user, filters),
+    )
+    return result if match is None else _pinned(result, match, k=k, per_page=per_page)
+
+
+def _scoped(
+    query: str,
+    user: Caller,
+    k: int,
+    per_page: int,
+    filters: SearchFilters,
+    mode: SearchMode,
+    embedder: Embedder | None,
+) -> SearchResult:
     result = _search(query, user, k, per_page, filters, mode, embedder)
     if not result.abstained or filters == NO_FILTERS or result.evidence.off_subject:
         # A scope that never names what the question asks about is right to say
@@ -161,6 +188,32 @@ def chunks_search(
     for hit in result.hits:
         hit.confident = _confident(hit, wide.evidence, result.terms)
     return replace(result, abstained=False, evidence=wide.evidence)
+
+
+def _pinned(
+    result: SearchResult, match: PinMatch, *, k: int, per_page: int
+) -> SearchResult:
+    """The result with the pinned chunk first, as evidence: an editor read it
+    and said it answers this question; the ranked hits follow, each page at most
+    ``per_page`` times, ``k`` in all."""
+    found = _with_full_rows([Hit(pk=match.chunk_id, page_id=0)])
+    if not found:  # the page was read again since the match: no longer that text
+        return result
+    pinned = found[0]
+    pinned.page_id = pinned.chunk.page_id
+    top = result.hits[0].score if result.hits else 0.0
+    pinned.score = pinned.chunk_score = top
+    pinned.confident = True
+    pinned.pin = match
+    hits = [pinned]
+    per: dict[int, int] = {pinned.page_id: 1}
+    for hit in result.hits:
+        if hit.pk == pinned.pk or per.get(hit.page_id, 0) >= per_page:
+            continue
+        per[hit.page_id] = per.get(hit.page_id, 0) + 1
+        hits.append(hit)
+    hits = hits[:k]
+    return replace(result, hits=hits, abstained=False, chunk_ids=[h.pk for h in hits])
 
 
 def _within(hit: Hit, searchable: Searchable) -> bool:

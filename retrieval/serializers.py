@@ -82,6 +82,11 @@ class CitationSerializer(serializers.Serializer):
         "weight in words. A search lists its best results either way; an answer "
         "abstains when none is."
     )
+    pinned_at = serializers.DateTimeField(
+        allow_null=True,
+        help_text="When an editor pinned this section to answer questions like "
+        "this one (it then comes first); null for a ranked result.",
+    )
     last_verified_at = serializers.DateTimeField(source="page.last_verified_at")
     last_changed_at = serializers.DateTimeField(source="page.last_changed_at")
 

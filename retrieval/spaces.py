@@ -188,3 +188,14 @@ def space_switch(*, to: EmbeddingSpace, keep_old: bool) -> EmbeddingSpace | None
         Embedding.objects.filter(space=old.name).delete()
         embedding_index_drop(space=old.name)
     return old
+
+
+def usage_record(*, space: str, requests: int, inputs: int, tokens: int) -> None:
+    """Add to today's embedding usage (one upsert; concurrent jobs add up)."""
+    sql.usage_add(
+        day=timezone.localdate(),
+        space=space,
+        requests=requests,
+        inputs=inputs,
+        tokens=tokens,
+    )

@@ -6,6 +6,7 @@ from django.conf import settings
 
 from retrieval.asked import question_vectors_fill
 from retrieval.indexing import embeddings_prune
+from retrieval.pins import pin_vectors_fill
 from retrieval.rechecks import answers_recheck
 from retrieval.retention import query_log_prune
 from retrieval.statistics import index_statistics_refresh
@@ -27,9 +28,11 @@ QUESTIONS_PER_RUN = 5000
 
 def question_vectors_fill_task() -> str:
     """Every ten minutes: the questions the docs owner's page groups (unanswered,
-    or marked not useful) embedded in the serving space."""
+    or marked not useful) embedded in the serving space, and pinned questions
+    that have no vector in it (the model changed since they were pinned)."""
     done = question_vectors_fill(limit=QUESTIONS_PER_RUN)
-    return f"{done} questions embedded"
+    pinned = pin_vectors_fill(limit=QUESTIONS_PER_RUN)
+    return f"{done} questions embedded, {pinned} pinned questions"
 
 
 def answers_recheck_task() -> str:

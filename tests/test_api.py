@@ -17,7 +17,8 @@ from kbsite.authentication import TokenAuthentication
 from tests.world import HarborWorld, harbor_load, harbor_url
 
 CITATION_FIELDS = {"url", "section_url", "title", "heading", "excerpt", "score",
-                   "confident", "last_verified_at", "last_changed_at"}  # fmt: skip
+                   "confident", "pinned_at", "last_verified_at",
+                   "last_changed_at"}  # fmt: skip
 
 
 class ApiTests(HarborWorld):

@@ -252,8 +252,9 @@ class QuestionVectorTests(QuestionsWorld):
         useless = self.ask("How do I retry a failed job?")
         query_feedback_record(log_id=useless.log_id, user=self.reader, helpful=False)
 
-        assert question_vectors_fill_task() == "2 questions embedded"
-        assert question_vectors_fill_task() == "0 questions embedded"
+        done = "questions embedded, 0 pinned questions"
+        assert question_vectors_fill_task() == f"2 {done}"
+        assert question_vectors_fill_task() == f"0 {done}"
 
         vectors = QuestionVector.objects.all()
         assert {v.log_id for v in vectors} == {unanswered.log_id, useless.log_id}

@@ -150,6 +150,9 @@
         item.appendChild(el("a", "", cite.title || cite.url)).href = web(cite.section_url);
         if (cite.section) item.appendChild(el("span", "meta", " › " + cite.section));
         if (cite.excerpt) item.appendChild(el("div", "", cite.excerpt));
+        if (cite.pinned_at) {
+          item.appendChild(el("div", "meta pinned", "Chosen by the documentation's editors for questions like this one."));
+        }
         var fresh = item.appendChild(el("div", "meta"));
         fresh.appendChild(when("verified", cite.last_verified_at));
         fresh.appendChild(document.createTextNode(", "));
