@@ -1,6 +1,7 @@
-"""The editors' page admin, extended with what ingest knows of a page (so that
-sources never depends on ingest): crawling it again, its recent deliveries, and
-what a change to it cost in the index."""
+"""Ingest's part of the editors' page admin, what ingest knows of a page: crawling
+it again, its recent deliveries, and what a change to it cost in the index. The
+admin registered for ``Page`` (``kbsite.admin``) puts it before the sources app's
+part, whose saves and version hook it extends."""
 
 from __future__ import annotations
 
@@ -17,13 +18,14 @@ from ingest.models import Delivery
 from ingest.recrawl import RECRAWL_PERMISSION, pages_recrawl
 from kbsite.admin_utils import ago, number, tokens_cost
 from retrieval.chunking import chunk_markdown
-from sources.admin.pages import PageAdmin
 from sources.models import Page, PageVersion
 
 
-class CrawlingPageAdmin(PageAdmin):
+class CrawlingPageAdmin(admin.ModelAdmin):
+    """Its read-only field (``recent_deliveries``) is listed by the composed admin,
+    beside the sources app's."""
+
     actions = ["crawl_now"]
-    readonly_fields = [*PageAdmin.readonly_fields, "recent_deliveries"]
 
     def save_model(
         self, request: HttpRequest, obj: Any, form: Any, change: bool
@@ -89,7 +91,3 @@ class CrawlingPageAdmin(PageAdmin):
                 "delivery_cost": tokens_cost(delivery.embedding_tokens),
             }
         return change
-
-
-admin.site.unregister(Page)
-admin.site.register(Page, CrawlingPageAdmin)

@@ -1,6 +1,7 @@
-"""The editors' source admin, extended with the crawls ingest runs (so that sources
-never depends on ingest): crawl buttons and actions, tokens spent, and an overview
-of the source's pages, index, deliveries and fetcher settings."""
+"""Ingest's part of the editors' source admin: crawl buttons and actions, tokens
+spent, and an overview of the source's pages, index, deliveries and fetcher
+settings. The admin registered for ``Source`` (``kbsite.admin``) puts it before the
+sources app's part, whose queryset, saves and URLs it extends."""
 
 from __future__ import annotations
 
@@ -34,7 +35,6 @@ from ingest.publish import publish_check_request
 from ingest.recrawl import RECRAWL_PERMISSION, recrawl_due, source_crawl_start
 from ingest.rederive import READING_FIELDS, source_reading_changed
 from kbsite.admin_utils import ago, number, tokens_cost
-from sources.admin.sources import SourceAdmin
 from sources.models import PageVersion, Source
 
 
@@ -70,10 +70,11 @@ KIND_WORDS = {
 }  # fmt: skip
 
 
-class CrawlingSourceAdmin(SourceAdmin):
+class CrawlingSourceAdmin(admin.ModelAdmin):
+    """Its columns (``tokens_week``) and read-only fields (``OVERVIEW``) are listed
+    by the composed admin, beside the sources app's."""
+
     actions = ["check_for_changes", "crawl_now", "recrawl_due_pages"]
-    list_display = [*SourceAdmin.list_display, "tokens_week"]
-    readonly_fields = [*SourceAdmin.readonly_fields, *OVERVIEW]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Source]:
         week = Delivery.objects.filter(
@@ -443,7 +444,3 @@ def _nothing_due(source: Source) -> str:
         f"No page of {source} is due ({when}). To look at every page now, after "
         "publishing, use Check the selected sources for changes now."
     )
-
-
-admin.site.unregister(Source)
-admin.site.register(Source, CrawlingSourceAdmin)

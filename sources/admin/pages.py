@@ -1,5 +1,6 @@
-"""The page admin: pages filtered by the editor's questions about them, their
-chunks, and the diff between two of their versions."""
+"""The sources app's part of the page admin: pages filtered by the editor's
+questions about them, their chunks, and the diff between two of their versions.
+The admin registered for ``Page`` adds ingest's part to it (``kbsite.admin``)."""
 
 from __future__ import annotations
 
@@ -92,8 +93,7 @@ class PageConditionFilter(admin.SimpleListFilter):
         return None
 
 
-@admin.register(Page)
-class PageAdmin(VisibleRowsAdmin, ListDeferMixin, admin.ModelAdmin):
+class EditingPageAdmin(VisibleRowsAdmin, ListDeferMixin, admin.ModelAdmin):
     menu_order = 2
     form = PageForm
     source_path = "source"
@@ -221,7 +221,7 @@ class PageAdmin(VisibleRowsAdmin, ListDeferMixin, admin.ModelAdmin):
         self, *, page: Page, newer: PageVersion, texts: tuple[str, str]
     ) -> dict[str, Any] | None:
         """What the change to ``newer`` cost in the index (``texts``: the Markdown
-        before and after); the ingest admin knows, sources does not."""
+        before and after); ingest's part of the admin knows, sources does not."""
         return None
 
 

@@ -1,5 +1,7 @@
-"""The source admin: each source with its pages' counts, the failing and stale ones
-linked to the page list filtered to them."""
+"""The sources app's part of the source admin: each source with its pages' counts,
+the failing and stale ones linked to the page list filtered to them, and the form
+that keeps a source in its editor's groups and off other groups' addresses. The
+admin registered for ``Source`` adds ingest's part to it (``kbsite.admin``)."""
 
 from __future__ import annotations
 
@@ -60,7 +62,7 @@ class SourceForm(forms.ModelForm):
     """A source as an editor saves it: in the editor's own groups only (any, for
     a superuser), and never reaching addresses of a source other groups manage."""
 
-    editor: AbstractBaseUser | AnonymousUser  # set by ``SourceAdmin.get_form``
+    editor: AbstractBaseUser | AnonymousUser  # set by ``EditingSourceAdmin.get_form``
 
     def kept_groups(self) -> set[int]:
         """The source's groups the editor is not in: not theirs to offer or to
@@ -127,8 +129,7 @@ class SourceForm(forms.ModelForm):
         return OVERLAP_NAMED.format(overlaps[0])
 
 
-@admin.register(Source)
-class SourceAdmin(VisibleRowsAdmin):
+class EditingSourceAdmin(VisibleRowsAdmin):
     menu_order = 1
     source_path = "pk"
     list_display = ["name", "fetcher", "live_count", "failing_count", "stale_count",
