@@ -4,7 +4,8 @@ owns: the top layer of the code, above ingest, retrieval and sources.
 A source's screen needs all three apps: its scope, groups and page counts are the
 sources app's, its crawls, deliveries, checks for changes and overview are
 ingest's; a page's screen adds to its versions what a change cost in the index,
-chunked as retrieval chunks. Imports go one way (ingest -> retrieval -> sources), so
+chunked as retrieval chunks, and the sections pinned to answer readers'
+questions. Imports go one way (ingest -> retrieval -> sources), so
 no app can hold a whole screen without replacing an admin registered below it.
 Each app keeps its part as a ``ModelAdmin`` it does not register
 (``sources.admin``, ``ingest.admin``); here the parts become the one admin of each
@@ -23,6 +24,7 @@ from django.contrib import admin
 
 from ingest.admin.pages import CrawlingPageAdmin
 from ingest.admin.sources import OVERVIEW, CrawlingSourceAdmin
+from retrieval.pin_admin import PinnedSectionsPageAdmin
 from sources.admin.pages import EditingPageAdmin
 from sources.admin.sources import EditingSourceAdmin
 from sources.models import Page, Source
@@ -36,7 +38,8 @@ class SourceAdmin(CrawlingSourceAdmin, EditingSourceAdmin):
     readonly_fields = [*EditingSourceAdmin.readonly_fields, *OVERVIEW]
 
 
-# Ingest's version costs fill the sources app's hook on the diff page.
+# Ingest's version costs fill the sources app's hook on the diff page; retrieval
+# adds the page's pinned sections.
 @admin.register(Page)
-class PageAdmin(CrawlingPageAdmin, EditingPageAdmin):
-    readonly_fields = [*EditingPageAdmin.readonly_fields, "recent_deliveries"]
+class PageAdmin(CrawlingPageAdmin, PinnedSectionsPageAdmin, EditingPageAdmin):
+    readonly_fields = [*EditingPageAdmin.readonly_fields, "recent_deliveries", "pins"]

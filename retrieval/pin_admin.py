@@ -21,7 +21,7 @@ from retrieval.pins import PIN_SIMILARITY, pin_create, pin_renew
 from retrieval.search import chunks_search
 from retrieval.searchable import SearchFilters
 from sources.admin.visibility import VisibleRowsAdmin
-from sources.models import Caller, Source
+from sources.models import Caller, Page, Source
 
 # Sections offered for a search on the *Answer this with…* page.
 SECTIONS_OFFERED = 10
@@ -83,12 +83,7 @@ class PinAdmin(VisibleRowsAdmin):
 
     @admin.display(description="status", ordering="state")
     def status(self, obj: Pin) -> str:
-        if obj.page_id is None:
-            return f"Waiting for review: {Pin.Reason.GONE.label.lower()}"
-        if obj.state == Pin.State.REVIEW:
-            since = ago(obj.review_since) if obj.review_since else ""
-            return f"Waiting for review: {obj.get_reason_display().lower()} {since}"
-        return "Answering"
+        return _status(obj).capitalize()
 
     @admin.display(description="questions it answers")
     def question_list(self, obj: Pin) -> str:
@@ -177,6 +172,51 @@ class PinAdmin(VisibleRowsAdmin):
             "threshold": f"{PIN_SIMILARITY:.2f}",
         }
         return TemplateResponse(request, "admin/retrieval/pin/answer.html", context)
+
+
+class PinnedSectionsPageAdmin(admin.ModelAdmin):
+    """The Page admin's part that retrieval owns (composed by ``kbsite.admin``):
+    the sections of the page pinned to answer readers' questions."""
+
+    @admin.display(description="pinned sections")
+    def pins(self, obj: Page) -> str:
+        pins = list(obj.pins.select_related("created_by").order_by("-created_at"))
+        if not pins:
+            return "None: no section of this page is pinned to answer questions."
+        return format_html(
+            "<ul>{}</ul>",
+            format_html_join(
+                "",
+                '<li><a href="{}">{}</a>: {} ({}, by {} {})</li>',
+                (
+                    (
+                        reverse("admin:retrieval_pin_change", args=[pin.pk]),
+                        pin.heading or pin.title or pin.url,
+                        _questions(pin),
+                        _status(pin),
+                        pin.created_by.get_username() if pin.created_by else "—",
+                        ago(pin.created_at),
+                    )
+                    for pin in pins
+                ),
+            ),
+        )
+
+
+def _questions(pin: Pin) -> str:
+    texts = list(pin.questions.values_list("text", flat=True)[:2])
+    more = pin.questions.count() - len(texts)
+    shown = "; ".join(f"“{text}”" for text in texts)
+    return f"{shown} and {more} more" if more > 0 else shown
+
+
+def _status(pin: Pin) -> str:
+    if pin.page_id is None:
+        return f"waiting for review: {Pin.Reason.GONE.label.lower()}"
+    if pin.state == Pin.State.REVIEW:
+        since = f" {ago(pin.review_since)}" if pin.review_since else ""
+        return f"waiting for review: {pin.get_reason_display().lower()}{since}"
+    return "answering"
 
 
 def _group_questions(request: HttpRequest) -> list[str]:

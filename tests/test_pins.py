@@ -228,6 +228,11 @@ class AnswerThisWithTests(PinWorld):
         )
         shown = response.content.decode()
         assert "editor" in shown and ASKED in shown and "Answering" in shown
+        # The page's own screen names its pinned section and what it answers.
+        page = reverse("admin:sources_page_change", args=[chunk.page_id])
+        shown = self.client.get(page).content.decode()
+        assert "pinned sections" in shown.lower()
+        assert f"“{ASKED}”" in shown and "answering, by editor" in shown
         assert first_cited(self.ask(REWORDED)) == (harbor_url("retries"), chunk.heading)
 
     def test_an_editor_pins_only_their_sections_for_their_questions(self):
