@@ -22,6 +22,9 @@ class Golden:
     kind: str
     # What a right answer must say (a command, an option, a value), if given.
     expected_phrase: str = ""
+    # The same question put another way, written with the set (the loop's
+    # measurement: does a pin made from one phrasing answer the other?).
+    rephrased: str = ""
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,7 @@ def golden_load(path: Path) -> list[Golden]:
                     expected_urls=frozenset(row["expected_urls"]),
                     kind=str(row.get("kind", "")),
                     expected_phrase=str(row.get("expected_phrase", "")),
+                    rephrased=str(row.get("rephrased", "")),
                 )
             )
         except (ValueError, KeyError, TypeError) as exc:

@@ -43,6 +43,11 @@ GOLDEN_QUESTIONS = [
 ]
 # A phrase of the queues page, as golden_check looks for it in the page's text.
 PHRASES = {"How do I pause a queue?": "harbor queue pause NAME stops workers"}
+# Second phrasings, for the loop's benchmark (a pin made from one, asked the other).
+REPHRASED = {
+    "How do I pause a queue?": "How can I stop a queue for a while?",
+    "Which Python version does Harbor need?": "What Python must I have to run Harbor?",
+}
 CODE = re.compile(r"`([^`]+)`")
 
 
@@ -99,6 +104,8 @@ def golden_write(path: Path, corpus: Corpus) -> None:
             ]
             if row["question"] in PHRASES:
                 row["expected_phrase"] = PHRASES[row["question"]]
+            if row["question"] in REPHRASED:
+                row["rephrased"] = REPHRASED[row["question"]]
             out.write(json.dumps(row) + "\n")
 
 
@@ -241,3 +248,19 @@ def test_versus_scores_the_product_and_the_plain_baseline_scoped_and_mixed(bench
         for method in ("plain", "product"):
             for scope in ("scoped", "mixed"):
                 assert (name, "all", method, scope) in table, (name, method, scope)
+
+
+@pytest.mark.slow
+@pytest.mark.bench
+def test_loop_pins_half_the_questions_and_asks_their_second_phrasings(bench):
+    local_model_require()  # the loop is measured with the local model
+    out = run(bench, "bench.loop", "--sets", "pg,borg",
+              "--goldens", str(bench.goldens))  # fmt: skip
+
+    rows = [line.split() for line in out.splitlines()]
+    table = {(r[0], r[1]): r for r in rows if len(r) > 8}
+    for name in ("pg", "borg"):
+        for scope in ("scoped", "mixed"):
+            row = table[(name, scope)]
+            assert row[2] == "1", row  # one of the two with a second phrasing
+    assert "pins left after the run: 0" in out

@@ -1,0 +1,200 @@
+"""The docs owner's loop, measured: a section pinned from one phrasing of a question,
+asked in another.
+
+    .venv/bin/python -m bench.loop [--sets borg] [--window N]
+
+In the quality benchmark's index (``bench.query quality``, the four sites in one
+index, served by the local model), for each golden set whose answerable questions
+have a second phrasing written with the set (``rephrased``): every other one of
+them gets the section that answers it pinned, from its first phrasing, as an
+editor would from its group (the chunk of its expected page that holds its
+expected phrase, else the chunk of that page the question ranks first). Then,
+scoped (within the question's own source, as the widget asks) and mixed (the whole
+index):
+
+- **pinned, 2nd phrasing first**: the share of the pinned questions' second
+  phrasings whose first result is the pinned section (and, in brackets, its page),
+  before the pins (what the search alone does) and after;
+- **others r@5**: recall@5 of every other answerable question of the set, before
+  and after (the goal: moved by at most 0.01), and the questions that should
+  abstain whose answer does (a pin must not answer them).
+
+The pins are deleted at the end, and nothing is logged.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from bench.common import django_fresh
+from bench.query import CORPORA, GOLDEN_FILES, HERE, QUALITY_DB, backend, ingest_corpora
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sets", default=",".join(GOLDEN_FILES))
+    parser.add_argument(
+        "--goldens", type=Path, default=HERE, help="the golden sets' directory"
+    )
+    parser.add_argument(
+        "--window",
+        type=int,
+        default=0,
+        help="word pieces per vector of the local model (0: the model's own limit)",
+    )
+    args = parser.parse_args()
+    django_fresh(keep=True, database=QUALITY_DB, EMBEDDING_BACKEND="hashing")
+    from django.test import override_settings
+
+    from retrieval.embeddings import get_embedder
+    from retrieval.evaluation import golden_load
+    from retrieval.models import Pin
+    from retrieval.pins import pin_create
+    from retrieval.reembed import index_rebuild
+    from retrieval.searchable import SearchFilters
+    from retrieval.statistics import index_statistics_refresh
+    from sources.models import SYSTEM, Source
+
+    ingest_corpora()
+    print(
+        f"{'set':>6} {'scope':>7} {'pinned':>6} {'2nd first: before':>18} "
+        f"{'after':>12} {'others':>6} {'r@5 before':>10} {'after':>6} "
+        f"{'abst. kept':>10}"
+    )
+    with backend("local"), override_settings(EMBEDDING_MAX_INPUT_TOKENS=args.window):
+        *_, done = index_rebuild(target=get_embedder(), keep_old=True)
+        index_statistics_refresh(force=done.texts_embedded > 0)
+        for name in args.sets.split(","):
+            golden = golden_load(args.goldens / GOLDEN_FILES[name])
+            answerable = [g for g in golden if g.expected_urls]
+            with_second = [g for g in answerable if g.rephrased]
+            if not with_second:
+                print(f"{name:>6}  no second phrasings in this set")
+                continue
+            pinned = with_second[::2]
+            others = [g for g in answerable if g not in pinned]
+            should_abstain = [g for g in golden if not g.expected_urls]
+            source = Source.objects.get(name=CORPORA[name].name)
+
+            scopes = {
+                "scoped": SearchFilters(source_ids=(source.pk,)),
+                "mixed": SearchFilters(),
+            }
+            sections = {g.question: _section(g, source.pk) for g in pinned}
+            before = {
+                scope: (
+                    [_first(g.rephrased, f) for g in pinned],
+                    _recall(others, f),
+                    _abstaining(should_abstain, f),
+                )
+                for scope, f in scopes.items()
+            }
+            made = [
+                pin_create(chunk=sections[g.question], questions=[g.question],
+                           user=SYSTEM).pk
+                for g in pinned
+            ]  # fmt: skip
+            try:
+                for scope, f in scopes.items():
+                    after = [_first(g.rephrased, f) for g in pinned]
+                    firsts, recall_before, abstained_before = before[scope]
+                    print(
+                        f"{name:>6} {scope:>7} {len(pinned):>6} "
+                        f"{_share(firsts, pinned, sections):>18} "
+                        f"{_share(after, pinned, sections):>12} {len(others):>6} "
+                        f"{recall_before:>10.2f} {_recall(others, f):>6.2f} "
+                        f"{abstained_before:>4} → {_abstaining(should_abstain, f)}/"
+                        f"{len(should_abstain)}"
+                    )
+            finally:
+                Pin.objects.filter(pk__in=made).delete()
+    print(f"pins left after the run: {Pin.objects.count()}")
+
+
+def _first(question: str, filters) -> tuple[int, int] | None:
+    """The first result's chunk and page."""
+    from retrieval.search import chunks_search
+    from sources.models import SYSTEM
+
+    hits = chunks_search(
+        query=question, user=SYSTEM, k=5, per_page=1, filters=filters
+    ).hits
+    return (hits[0].pk, hits[0].page_id) if hits else None
+
+
+def _recall(goldens: list, filters) -> float:
+    """Recall@5 of the expected pages."""
+    from retrieval.search import chunks_search
+    from sources.models import SYSTEM
+
+    found = 0
+    for g in goldens:
+        hits = chunks_search(
+            query=g.question, user=SYSTEM, k=5, per_page=1, filters=filters
+        ).hits
+        found += any(h.chunk.page.url in g.expected_urls for h in hits)
+    return found / len(goldens)
+
+
+def _abstaining(goldens: list, filters) -> int:
+    """How many of these questions' answers abstain."""
+    from retrieval.questions import question_answer
+    from sources.models import SYSTEM
+
+    return sum(
+        question_answer(
+            question=g.question, user=SYSTEM, k=5, filters=filters, log=False
+        ).abstained
+        for g in goldens
+    )
+
+
+def _section(golden, source_id: int):
+    """The chunk an editor would pin for ``golden``: of its expected page, the one
+    holding its expected phrase, else the one the question ranks first."""
+    from retrieval.evaluation import phrase_in
+    from retrieval.models import Chunk
+    from retrieval.search import chunks_search
+    from retrieval.searchable import SearchFilters
+    from sources.models import SYSTEM
+
+    chunks = list(
+        Chunk.objects.filter(page__url__in=golden.expected_urls)
+        .select_related("page")
+        .order_by("page__url", "position")
+    )
+    if not chunks:
+        raise SystemExit(f"no chunk of {sorted(golden.expected_urls)} in the index")
+    if golden.expected_phrase:
+        for chunk in chunks:
+            if phrase_in(golden.expected_phrase, chunk.text):
+                return chunk
+    ranked = chunks_search(
+        query=golden.question,
+        user=SYSTEM,
+        k=50,
+        per_page=50,
+        filters=SearchFilters(source_ids=(source_id,)),
+    ).hits
+    ids = {chunk.pk for chunk in chunks}
+    best = next((hit.pk for hit in ranked if hit.pk in ids), chunks[0].pk)
+    return next(chunk for chunk in chunks if chunk.pk == best)
+
+
+def _share(firsts, pinned, sections) -> str:
+    """Share whose first result is the pinned section (its page, in brackets)."""
+    n = len(pinned)
+    chunk = sum(
+        f is not None and f[0] == sections[g.question].pk
+        for f, g in zip(firsts, pinned, strict=True)
+    )
+    page = sum(
+        f is not None and f[1] == sections[g.question].page_id
+        for f, g in zip(firsts, pinned, strict=True)
+    )
+    return f"{chunk / n:.2f} ({page / n:.2f})"
+
+
+if __name__ == "__main__":
+    main()
