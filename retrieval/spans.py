@@ -63,6 +63,9 @@ TOPIC = re.compile(
     r"|^(?:here|below|the following)\b",
     re.IGNORECASE,
 )
+# A sentence that stops where a sentence cannot end: on a word, a comma or a dash
+# (the Markdown of "... state with" and a code block below it).
+UNFINISHED = re.compile(r"[\w,\-–—`]\s*$")
 # The sentences of a paragraph quoted up to the lead-in that ends it (its example
 # then comes too) when they are this short; longer, the quote skips to the lead-in.
 LEAD_IN_CHARS = 400
@@ -292,12 +295,13 @@ def _judged(found: list[Block], wanted: set[str], how: bool) -> list[_Candidate]
 
 
 def _introduces(found: list[Block], index: int, sentence: str) -> bool:
-    """Whether the sentence ends its block with a colon before code, a table or a
-    list."""
+    """Whether the sentence ends its block before code, a table or a list, and
+    leads into it: with a colon, or unfinished ("Go back to the last committed
+    state with" and the command below), which quoted alone would stop mid-way."""
     block = found[index]
     return (
         block.kind == "prose"
-        and sentence.rstrip().endswith(":")
+        and (sentence.rstrip().endswith(":") or UNFINISHED.search(sentence) is not None)
         and _sentences(block.text)[-1:] == (sentence,)
         and index + 1 < len(found)
         and found[index + 1].kind in {"code", "table", "list"}

@@ -508,3 +508,41 @@ def test_a_sentence_pointing_back_at_its_section_comes_with_its_heading(
     answer = answer_compose(question="change the passphrase", passages=[passage])
 
     assert answer.text.startswith(named or text)
+
+
+UNFINISHED_LEAD_INS = [
+    # (the lead-in, what follows it, what the quote must bring)
+    ("Go back to the last committed state of a file with",
+     "```\ngit checkout -- FILE\n```", "git checkout -- FILE"),
+    ("To go back to the last committed state of a file, run",
+     "```\ngit checkout -- FILE\n```", "git checkout -- FILE"),
+    ("Go back to the last committed state of a file with one of",
+     "- `git checkout -- FILE`\n- `git restore FILE`", "git restore FILE"),
+    ("The last committed state of a file comes back with `git checkout` —",
+     "```\ngit checkout -- FILE\n```", "git checkout -- FILE"),
+    ("Go back to the last committed state of a file with these commands:",
+     "| command | since |\n|---|---|\n| `git restore FILE` | 2.23 |",
+     "git restore FILE"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("lead_in", "follows", "brought"), UNFINISHED_LEAD_INS)
+def test_a_lead_in_cut_off_by_what_it_introduces_brings_it(lead_in, follows, brought):
+    text = f"## Undo\n\nEdits are kept in the working tree.\n\n{lead_in}\n\n{follows}\n"
+
+    span = best_span("How do I go back to the last committed state of a file?", text)
+
+    assert span.lead.strip("*").startswith(lead_in[:20])
+    assert brought in span.attached
+
+
+def test_a_finished_sentence_does_not_take_the_code_after_it():
+    text = (
+        "## Undo\n\nThe last committed state of a file is kept in the repository.\n\n"
+        "```\ngit log -- FILE\n```\n"
+    )
+
+    span = best_span("Where is the last committed state of a file kept?", text)
+
+    assert span.lead.startswith("The last committed state")
+    assert span.attached == ""
