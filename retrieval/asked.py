@@ -208,7 +208,7 @@ def question_vectors_fill(*, logs: QueryLogQuerySet | None = None, limit: int) -
     for start in range(0, len(rows), FILL_BATCH):
         batch = rows[start : start + FILL_BATCH]
         texts = sorted({text[:QUESTION_CHARS] for _, text in batch})
-        vectors = dict(zip(texts, embedder.embed(texts), strict=True))
+        vectors = dict(zip(texts, embedder.embed_queries(texts), strict=True))
         QuestionVector.objects.bulk_create(
             [
                 QuestionVector(

