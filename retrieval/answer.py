@@ -22,7 +22,7 @@ from kbsite.text import FENCE, fenced
 from retrieval.backends import openai_client
 from retrieval.chunking import SEPARATOR
 from retrieval.embedder import Embedder
-from retrieval.spans import Similarity, Span, best_spans
+from retrieval.spans import Similarity, Span, best_spans, opening_span
 
 MARKER = re.compile(r"\[(\d{1,3})\]")
 NO_EVIDENCE = "The index holds no evidence to answer this question."
@@ -94,16 +94,20 @@ def answer_compose(
     passages: list[Passage],
     unknown: tuple[str, ...] = (),
     meaning: Meaning | None = None,
+    pinned: bool = False,
 ) -> Answer:
     """``unknown``: when the search abstained because the documentation never
     names what the question asks about, those names, for the asker to see why.
     ``meaning``: the search's embedder and its vector of the question, to judge
-    the passages' sentences by (see ``_extractive``)."""
+    the passages' sentences by (see ``_extractive``). ``pinned``: the one passage
+    is a section an editor pinned for the question: the answer quotes its opening
+    (``retrieval.spans.opening_span``), not the sentence a model finds nearest."""
     if not passages:
         return Answer(text=never_named(unknown) if unknown else NO_EVIDENCE, cited=[])
     if settings.CHAT_MODEL:
         return _keep_valid_markers(_chat(question, passages), len(passages))
-    quoted = _extractive(question, passages, meaning)
+    opening = opening_span(question, passages[0].text) if pinned else None
+    quoted = {1: opening} if opening else _extractive(question, passages, meaning)
     raw = "\n\n".join(
         _quote(span, number, passages[number - 1].heading)
         for number, span in quoted.items()

@@ -36,6 +36,16 @@ PREFIX_TOKENS = 200
 SEPARATOR = " › "
 
 
+def section_of(heading: str, title: str) -> str:
+    """A chunk's heading path without a first heading that only repeats its
+    page's title ("Backups › Restoring" on the page "Backups": "Restoring")."""
+    parts = heading.split(SEPARATOR) if heading else []
+    title = " ".join(title.split())
+    if parts and title and " ".join(parts[0].split()) in title:
+        parts = parts[1:]
+    return SEPARATOR.join(parts)
+
+
 @dataclass(frozen=True)
 class ChunkDraft:
     position: int

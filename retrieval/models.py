@@ -14,6 +14,7 @@ from pgvector.django import VectorField
 
 from kbsite.canonical import web_origins
 from kbsite.models import HashedKey
+from retrieval.chunking import section_of
 from sources.models import Caller, EqualsAny, Page, Source
 from sources.visibility import sees_every_row
 
@@ -467,9 +468,9 @@ class Pin(models.Model):
         ]
 
     def __str__(self) -> str:
-        return (
-            f"{self.title or self.url} › {self.heading}" if self.heading else self.url
-        )
+        where = self.title or self.url
+        inner = section_of(self.heading, self.title)
+        return f"{where} › {inner}" if inner else where
 
 
 class PinQuestion(models.Model):

@@ -15,11 +15,13 @@ from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html, format_html_join
 
 from kbsite.admin_utils import ago, short_path
+from retrieval.chunking import section_of
 from retrieval.grouping import question_key
 from retrieval.models import Chunk, Pin, QueryLog
 from retrieval.pins import PIN_SIMILARITY, pin_create, pin_renew
 from retrieval.search import chunks_search
 from retrieval.searchable import SearchFilters
+from retrieval.spans import cut, unmark
 from sources.admin.visibility import VisibleRowsAdmin
 from sources.models import Caller, Page, Source
 
@@ -27,6 +29,8 @@ from sources.models import Caller, Page, Source
 SECTIONS_OFFERED = 10
 # Questions of a group carried to the page (its logs, newest first).
 GROUP_LOGS = 200
+# Characters of a section's text shown in the search's list.
+PREVIEW_CHARS = 400
 
 
 @admin.register(Pin)
@@ -70,11 +74,12 @@ class PinAdmin(VisibleRowsAdmin):
     @admin.display(description="section", ordering="heading")
     def section(self, obj: Pin) -> str:
         where = f"{obj.url}#{obj.anchor}" if obj.anchor else obj.url
+        inner = unmark(section_of(obj.heading, obj.title))
         return format_html(
             '<a href="{}" rel="noopener noreferrer">{}</a> <small>{}</small>',
             where,
             obj.title or short_path(obj.url),
-            f"› {obj.heading}" if obj.heading else "",
+            f"› {inner}" if inner else "",
         )
 
     @admin.display(description="questions", ordering="question_total")
@@ -168,7 +173,15 @@ class PinAdmin(VisibleRowsAdmin):
             "questions": questions,
             "logs": request.GET.get("logs", ""),
             "query": query,
-            "hits": [(hit, short_path(hit.chunk.page.url)) for hit in found],
+            "hits": [
+                (
+                    hit,
+                    short_path(hit.chunk.page.url),
+                    unmark(section_of(hit.chunk.heading, hit.chunk.page.title)),
+                    cut(_prose(hit.chunk.text), PREVIEW_CHARS),
+                )
+                for hit in found
+            ],
             "threshold": f"{PIN_SIMILARITY:.2f}",
         }
         return TemplateResponse(request, "admin/retrieval/pin/answer.html", context)
@@ -237,6 +250,13 @@ def _group_questions(request: HttpRequest) -> list[str]:
         counts[key] = counts.get(key, 0) + 1
         first.setdefault(key, text.strip())
     return [first[key] for key in sorted(counts, key=lambda k: -counts[k])]
+
+
+def _prose(markdown: str) -> str:
+    """A section's text as plain text, without its heading lines (the list names
+    the section beside it)."""
+    lines = [line for line in markdown.splitlines() if not line.startswith("#")]
+    return unmark("\n".join(lines))
 
 
 def _number(raw: str | None) -> int | None:

@@ -19,7 +19,7 @@ from kbsite.parallel import after, beside
 from kbsite.replicas import replica_reads
 from retrieval import sql
 from retrieval.answer import Answer, Meaning, Passage, answer_compose
-from retrieval.chunking import SEPARATOR
+from retrieval.chunking import section_of
 from retrieval.models import Chunk, QueryLog
 from retrieval.search import Hit, SearchMode, SearchResult, chunks_search
 from retrieval.searchable import NO_FILTERS, SearchFilters
@@ -53,11 +53,7 @@ class Citation:
     @property
     def section(self) -> str:
         """The heading path without a first heading that only repeats the title."""
-        parts = self.chunk.heading.split(SEPARATOR) if self.chunk.heading else []
-        title = " ".join(self.page.title.split())
-        if parts and title and " ".join(parts[0].split()) in title:
-            parts = parts[1:]
-        return unmark(SEPARATOR.join(parts))
+        return unmark(section_of(self.chunk.heading, self.page.title))
 
     @property
     def failed_since_verified(self) -> bool:
@@ -178,6 +174,7 @@ def question_answer(
         # An editor said the pinned section answers it: the answer is made of
         # that section alone, not of whichever passage shares more words.
         passages=passages[:1] if pinned else passages,
+        pinned=pinned,
         unknown=evidence.unknown if evidence.off_subject else (),
         meaning=(
             Meaning(result.embedder, result.query_vector)

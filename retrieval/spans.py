@@ -274,6 +274,20 @@ class _Candidate:
     order: int
 
 
+def opening_span(question: str, markdown: str) -> Span | None:
+    """The span ``markdown`` opens with: its first sentence, with what it brings
+    along; None if it has no prose. What a pinned section answers with: an editor
+    chose the section for the question, not one of its sentences, and a section
+    says first what it is about."""
+    found = blocks(markdown)
+    how = HOW.search(question) is not None
+    judged = _judged(found, stems(question), how)
+    if not judged:
+        return None
+    first = judged[0]
+    return _span(found, first.index, first.sentence, first.words, how=how)
+
+
 def _judged(found: list[Block], wanted: set[str], how: bool) -> list[_Candidate]:
     judged: list[_Candidate] = []
     for index, block in enumerate(found):

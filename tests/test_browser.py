@@ -451,6 +451,53 @@ def test_a_docs_owner_sees_alike_unanswered_questions_as_one_group(
     assert "How do I pause a queue?" in not_useful.text
 
 
+def test_a_docs_owner_pins_the_section_that_answers_a_group_and_readers_get_it(
+    browser, live_server, settings
+):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    from retrieval.questions import question_answer
+
+    harbor_load()
+    local_model_serves(settings)
+    reader = User.objects.create_user("margherita.rossi@example.org")
+    for question in UNANSWERED[:4]:
+        assert question_answer(question=question, user=reader, k=5).abstained
+    editor_create("ed")
+
+    browser.set_window_size(1400, 1000)
+    admin_login(browser, live_server, "ed", PASSWORD)
+    browser.get(f"{live_server.url}/admin/retrieval/querylog/questions/")
+    browser.find_element(By.CSS_SELECTOR, ".kb-groups a.kb-answer-with").click()
+    asked = browser.find_element(By.ID, "pin-questions").text
+    search = browser.find_element(By.ID, "pin-q")
+    search.clear()
+    search.send_keys("restore the dump")
+    search.submit()
+    WebDriverWait(browser, 10).until(lambda b: "q=restore" in b.current_url)
+    rows = browser.find_elements(By.CSS_SELECTOR, "#pin-sections tbody tr")
+    restoring = next(row for row in rows if "Backups › Restoring" in row.text)
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    full_page_screenshot(browser, SCREENSHOTS / "pin-answer-this-with.png")
+    restoring.find_element(By.CSS_SELECTOR, "input[type=submit]").click()
+    WebDriverWait(browser, 10).until(lambda b: "/retrieval/pin/" in b.current_url)
+    WebDriverWait(browser, 10).until(lambda b: "/answer/" not in b.current_url)
+    pinned = browser.find_element(By.ID, "content-main").text
+    full_page_screenshot(browser, SCREENSHOTS / "pin-admin.png")
+    assert asked.splitlines()[0] == "How do I restore a backup taken with Barman?"
+    assert "Answering" in pinned and "Can Harbor restore Barman backups?" in pinned
+
+    browser.delete_all_cookies()
+    reader_asks(browser, live_server, "how can I restore a barman backup")
+    answer = browser.find_element(By.ID, "answer").text
+    first = browser.find_element(By.CSS_SELECTOR, "ol.citations > li").text
+    full_page_screenshot(browser, SCREENSHOTS / "ask-pinned.png")
+    assert "Restore the dump into an empty database" in answer
+    assert first.startswith("Backups") and "› Restoring" in first
+    assert "Chosen by the documentation's editors" in first
+
+
 def test_an_answer_kept_says_when_its_source_changed_it(browser, live_server):
     from selenium.webdriver.common.by import By
 

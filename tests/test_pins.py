@@ -214,7 +214,7 @@ class AnswerThisWithTests(PinWorld):
         # The group's distinct questions, the most asked first, once each.
         assert response.context["questions"] == [ASKED]
         chunk = dead_letters()
-        assert chunk.pk in [hit.pk for hit, _ in response.context["hits"]]
+        assert chunk.pk in [hit.pk for hit, *_ in response.context["hits"]]
         assert "Pin this section" in html
         response = self.client.post(
             ANSWER_WITH, {"logs": logs, "chunk": chunk.pk}, follow=True
