@@ -20,11 +20,25 @@ index):
   abstain whose answer does (a pin must not answer them).
 
 The pins are deleted at the end, and nothing is logged.
+
+Then the words readers use, on the same half of each set, with no pin: each
+pinned question's *first* phrasing is asked once by a reader (logged, as the Ask
+page logs it); the suggestions the admin's *Words readers use* page makes of
+those of them logged as unanswered or doubtful (``retrieval.suggestions``, as a
+superuser sees them) are accepted as they are offered, the most asked first, at
+most as many as the questions pinned. Scoped and mixed:
+
+- **2nd phrasing, page first**: the share of those questions' second phrasings
+  whose first result is their expected page, before the synonyms and after;
+- **others r@5**: recall@5 of every other answerable question, before and after.
+
+The synonyms, the logs and their vectors are deleted at the end.
 """
 
 from __future__ import annotations
 
 import argparse
+from datetime import timedelta
 from pathlib import Path
 
 from bench.common import django_fresh
@@ -49,12 +63,9 @@ def main() -> None:
 
     from retrieval.embeddings import get_embedder
     from retrieval.evaluation import golden_load
-    from retrieval.models import Pin
-    from retrieval.pins import pin_create
+    from retrieval.models import Pin, QueryLog, Synonym
     from retrieval.reembed import index_rebuild
-    from retrieval.searchable import SearchFilters
     from retrieval.statistics import index_statistics_refresh
-    from sources.models import SYSTEM, Source
 
     ingest_corpora()
     print(
@@ -65,51 +76,156 @@ def main() -> None:
     with backend("local"), override_settings(EMBEDDING_MAX_INPUT_TOKENS=args.window):
         *_, done = index_rebuild(target=get_embedder(), keep_old=True)
         index_statistics_refresh(force=done.texts_embedded > 0)
+        sets = {}
         for name in args.sets.split(","):
             golden = golden_load(args.goldens / GOLDEN_FILES[name])
-            answerable = [g for g in golden if g.expected_urls]
-            with_second = [g for g in answerable if g.rephrased]
-            if not with_second:
+            if not any(g.rephrased for g in golden if g.expected_urls):
                 print(f"{name:>6}  no second phrasings in this set")
                 continue
-            pinned = with_second[::2]
-            others = [g for g in answerable if g not in pinned]
-            should_abstain = [g for g in golden if not g.expected_urls]
-            source = Source.objects.get(name=CORPORA[name].name)
+            sets[name] = golden
+            _pins_measured(name, golden)
+        print(f"pins left after the run: {Pin.objects.count()}")
+        print(
+            f"\n{'words':>5} {'set':>6} {'scope':>7} {'asked':>5} {'offered':>7} "
+            f"{'accepted':>8} {'2nd page first: before':>22} {'after':>6} "
+            f"{'others':>6} {'r@5 before':>10} {'after':>6}"
+        )
+        for name, golden in sets.items():
+            _synonyms_measured(name, golden)
+    logs = QueryLog.objects.filter(user__username=READER).count()
+    print(f"synonyms left after the run: {Synonym.objects.count()}, its logs: {logs}")
 
-            scopes = {
-                "scoped": SearchFilters(source_ids=(source.pk,)),
-                "mixed": SearchFilters(),
-            }
-            sections = {g.question: _section(g, source.pk) for g in pinned}
-            before = {
-                scope: (
-                    [_first(g.rephrased, f) for g in pinned],
-                    _recall(others, f),
-                    _abstaining(should_abstain, f),
-                )
-                for scope, f in scopes.items()
-            }
-            made = [
-                pin_create(chunk=sections[g.question], questions=[g.question],
-                           user=SYSTEM).pk
-                for g in pinned
-            ]  # fmt: skip
-            try:
-                for scope, f in scopes.items():
-                    after = [_first(g.rephrased, f) for g in pinned]
-                    firsts, recall_before, abstained_before = before[scope]
-                    print(
-                        f"{name:>6} {scope:>7} {len(pinned):>6} "
-                        f"{_share(firsts, pinned, sections):>18} "
-                        f"{_share(after, pinned, sections):>12} {len(others):>6} "
-                        f"{recall_before:>10.2f} {_recall(others, f):>6.2f} "
-                        f"{abstained_before:>4} → {_abstaining(should_abstain, f)}/"
-                        f"{len(should_abstain)}"
-                    )
-            finally:
-                Pin.objects.filter(pk__in=made).delete()
-    print(f"pins left after the run: {Pin.objects.count()}")
+
+def _halves(golden: list) -> tuple[list, list]:
+    """Every other answerable question with a second phrasing, and every other
+    answerable question."""
+    answerable = [g for g in golden if g.expected_urls]
+    pinned = [g for g in answerable if g.rephrased][::2]
+    return pinned, [g for g in answerable if g not in pinned]
+
+
+def _scopes(name: str) -> dict:
+    from retrieval.searchable import SearchFilters
+    from sources.models import Source
+
+    source = Source.objects.get(name=CORPORA[name].name)
+    return {"scoped": SearchFilters(source_ids=(source.pk,)), "mixed": SearchFilters()}
+
+
+def _pins_measured(name: str, golden: list) -> None:
+    from retrieval.models import Pin
+    from retrieval.pins import pin_create
+    from sources.models import SYSTEM
+
+    pinned, others = _halves(golden)
+    should_abstain = [g for g in golden if not g.expected_urls]
+    scopes = _scopes(name)
+    source_id = scopes["scoped"].source_ids[0]
+    sections = {g.question: _section(g, source_id) for g in pinned}
+    before = {
+        scope: (
+            [_first(g.rephrased, f) for g in pinned],
+            _recall(others, f),
+            _abstaining(should_abstain, f),
+        )
+        for scope, f in scopes.items()
+    }
+    made = [
+        pin_create(chunk=sections[g.question], questions=[g.question], user=SYSTEM).pk
+        for g in pinned
+    ]
+    try:
+        for scope, f in scopes.items():
+            after = [_first(g.rephrased, f) for g in pinned]
+            firsts, recall_before, abstained_before = before[scope]
+            print(
+                f"{name:>6} {scope:>7} {len(pinned):>6} "
+                f"{_share(firsts, pinned, sections):>18} "
+                f"{_share(after, pinned, sections):>12} {len(others):>6} "
+                f"{recall_before:>10.2f} {_recall(others, f):>6.2f} "
+                f"{abstained_before:>4} → {_abstaining(should_abstain, f)}/"
+                f"{len(should_abstain)}"
+            )
+    finally:
+        Pin.objects.filter(pk__in=made).delete()
+
+
+# The reader who asks the first phrasings, and the editor who accepts what the
+# suggestions page offers (a superuser: every source's questions are theirs).
+READER = "bench-loop-reader"
+EDITOR = "bench-loop-editor"
+
+
+def _synonyms_measured(name: str, golden: list) -> None:
+    """The second part (see the module docstring), for one set."""
+    from django.contrib.auth.models import User
+    from django.utils import timezone
+
+    from retrieval.models import QueryLog, Synonym
+    from retrieval.questions import question_answer
+    from retrieval.suggestions import synonym_suggestions
+    from retrieval.synonyms import synonym_add
+
+    pinned, others = _halves(golden)
+    scopes = _scopes(name)
+    reader = User.objects.get_or_create(username=READER)[0]
+    editor = User.objects.get_or_create(
+        username=EDITOR, defaults={"is_staff": True, "is_superuser": True}
+    )[0]
+    before = {
+        scope: ([_page_first(g, f) for g in pinned], _recall(others, f))
+        for scope, f in scopes.items()
+    }
+    # A moment before the first asking: the suggestions read this run's logs only.
+    since = timezone.now() - timedelta(seconds=1)
+    logs = [
+        question_answer(question=g.question, user=reader, k=5, log=True).log_id or 0
+        for g in pinned
+    ]
+    made: list[int] = []
+    try:
+        offered = synonym_suggestions(user=editor, since=since)
+        asked = QueryLog.objects.filter(pk__in=logs).filter(_grouped()).count()
+        for suggestion in [s for s in offered if s.means][: len(pinned)]:
+            synonym, new = synonym_add(
+                source=suggestion.source,
+                words=suggestion.word,
+                means=suggestion.means,
+                user=editor,
+            )
+            print(f"      accepted: {synonym} ({suggestion.askings} askings)")
+            if new:
+                made.append(synonym.pk)
+        for scope, f in scopes.items():
+            firsts, recall_before = before[scope]
+            after = [_page_first(g, f) for g in pinned]
+            print(
+                f"{'syn':>5} {name:>6} {scope:>7} {asked:>5} {len(offered):>7} "
+                f"{len(made):>8} {sum(firsts) / len(pinned):>22.2f} "
+                f"{sum(after) / len(pinned):>6.2f} {len(others):>6} "
+                f"{recall_before:>10.2f} {_recall(others, f):>6.2f}"
+            )
+    finally:
+        Synonym.objects.filter(pk__in=made).delete()
+        QueryLog.objects.filter(user=reader).delete()
+
+
+def _grouped():
+    """The logs the suggestions are made from: unanswered or doubtful."""
+    from retrieval.asked import Concern
+
+    return Concern.UNANSWERED.condition | Concern.DOUBTFUL.condition
+
+
+def _page_first(golden, filters) -> bool:
+    """Whether the second phrasing's first result is of an expected page."""
+    from retrieval.search import chunks_search
+    from sources.models import SYSTEM
+
+    hits = chunks_search(
+        query=golden.rephrased, user=SYSTEM, k=5, per_page=1, filters=filters
+    ).hits
+    return bool(hits) and hits[0].chunk.page.url in golden.expected_urls
 
 
 def _first(question: str, filters) -> tuple[int, int] | None:

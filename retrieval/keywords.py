@@ -9,6 +9,10 @@ terms select chunks through the GIN index; common ones add to the score of chunk
 selected otherwise (by a rare term or by the vector search), so a question made of
 common words costs no more than one made of rare ones.
 
+Words an editor gave synonyms for (``retrieval.synonyms``: "undo" → "reset,
+revert") are one term searched by any of them, weighing as the chunks holding any
+of them make it (``query_terms``).
+
 The counts behind the weights (``Lexeme``) are refreshed with the index statistics,
 never by a search; a word missing from them is one the index did not hold then: it
 weighs most, and still selects, so a page ingested since is found by its new words.
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kbsite.text import STOPWORDS
@@ -48,8 +53,30 @@ class Term:
     text: str  # as searched: a word, or an identifier searched as a phrase
     chunks: int  # live chunks holding it when counted (an upper bound for phrases)
     weight: float  # inverse document frequency
-    lexemes: int = 1  # more than one: a phrase ("max_connections": max, connect)
+    # More than one: a phrase ("max_connections": max, connect); none: a word the
+    # English configuration drops, searched by its alternatives only.
+    lexemes: int = 1
     name: str = ""  # as the question wrote it, when it is a name (see names_in)
+    # The documentation's words an editor said the reader's words mean: a chunk
+    # holding any of them holds the term (see query_terms).
+    alternatives: tuple[str, ...] = ()
+
+    @property
+    def searched(self) -> tuple[str, ...]:
+        """The texts a chunk holds the term by: its own, and its alternatives."""
+        own = (self.text,) if self.lexemes else ()
+        return (*own, *self.alternatives)
+
+
+@dataclass(frozen=True)
+class Meant:
+    """Reader's words a question holds, and what a source's documentation calls
+    them (``retrieval.synonyms``)."""
+
+    start: int  # the first of the question's tokens (``TOKEN``) they span
+    length: int  # how many
+    said: str  # those tokens as the question wrote them, lower-cased
+    means: tuple[str, ...]  # the documentation's words, of every source searched
 
 
 @dataclass(frozen=True)
@@ -66,23 +93,71 @@ class QueryTerms:
 NO_TERMS = QueryTerms(terms=[], total=0)
 
 
-def query_terms(query: str) -> QueryTerms:
-    """The question's terms with their counts, in one query."""
-    words: list[str] = []
-    for token in TOKEN.findall(query):
-        word = token.lower()
-        if word not in STOPWORDS and word not in words:
-            words.append(word)
+def query_terms(query: str, meant: Sequence[Meant] = ()) -> QueryTerms:
+    """The question's terms with their counts, in one query.
+
+    Reader's words an editor gave synonyms for (``meant``: found in this same
+    question by ``retrieval.synonyms.synonyms_in``) are one term, searched by
+    their own text and by the documentation's words as alternatives: a chunk
+    holding any of them holds the term, and the term weighs by the chunks holding
+    any of them (the sum of their counts, an upper bound). So the question keeps
+    the terms and the total weight it has without synonyms, a chunk holding only
+    "reset" holds "undo" as fully as one holding "undo" itself, and the share of
+    the question's weight it holds (``retrieval.evidence.held_share``) is the
+    share it would hold of the question written in the documentation's words:
+    added as terms of their own instead, the documentation's words would have
+    left the reader's word unheld, at the weight of a word no chunk holds, and
+    sunk every chunk's share. A question word that is also an alternative of such
+    a term is that term, not one of its own: it is not counted twice."""
+    words, alternatives = _question_words(query, meant)
     if not words:
         return QueryTerms(terms=[], total=_total())
-    counts, total = _counts(words[:32])
+    words = words[:32]
+    texts = [*words, *(a for w in words for a in alternatives.get(w, ()))]
+    counts, total = _counts(list(dict.fromkeys(texts))[:64])
+    counted = {text: (chunks, lexemes) for text, chunks, lexemes in counts}
     names = {name.lower(): name for name in names_in(query)}
-    terms = [
-        Term(text=word, chunks=chunks, weight=idf(chunks, total), lexemes=lexemes,
-             name=names.get(word, ""))
-        for word, chunks, lexemes in counts
-    ]  # fmt: skip
+    terms = []
+    for word in words:
+        found = [a for a in alternatives.get(word, ()) if a in counted and a != word]
+        chunks, lexemes = counted.get(word, (0, 0))
+        if not lexemes and not found:
+            continue  # nothing the index can hold
+        if found:
+            chunks = chunks + sum(counted[a][0] for a in found)
+            chunks = min(chunks, total) if total else chunks
+        terms.append(
+            Term(text=word, chunks=chunks, weight=idf(chunks, total), lexemes=lexemes,
+                 name=names.get(word, ""), alternatives=tuple(found))
+        )  # fmt: skip
     return QueryTerms(terms=terms, total=total)
+
+
+def _question_words(
+    query: str, meant: Sequence[Meant]
+) -> tuple[list[str], dict[str, tuple[str, ...]]]:
+    """The question's words once each, in order, without stopwords; the reader's
+    words of ``meant`` as one word each, with their alternatives."""
+    tokens = TOKEN.findall(query)
+    at = {m.start: m for m in meant}
+    words: list[str] = []
+    alternatives: dict[str, tuple[str, ...]] = {}
+    i = 0
+    while i < len(tokens):
+        found = at.get(i)
+        if found is not None:
+            word = found.said
+            alternatives[word] = (*alternatives.get(word, ()), *found.means)
+            i += found.length
+        else:
+            word = tokens[i].lower()
+            i += 1
+            if word in STOPWORDS:
+                continue
+        if word not in words:
+            words.append(word)
+    meaning = {a for means in alternatives.values() for a in means}
+    return [w for w in words if w in alternatives or w not in meaning], alternatives
 
 
 def names_in(question: str) -> list[str]:

@@ -489,6 +489,70 @@ class PinQuestion(models.Model):
         return self.text[:80]
 
 
+class Synonym(models.Model):
+    """Words readers use for what a source's documentation calls otherwise ("undo"
+    for "reset, revert"): a question holding the reader's words, as whole words,
+    is searched in that source's pages as if it also said the documentation's
+    (``retrieval.synonyms``). The reader's words are stored casefolded with their
+    spaces collapsed, once per source."""
+
+    source = models.ForeignKey(
+        Source, on_delete=models.CASCADE, related_name="synonyms"
+    )
+    words = models.CharField(
+        "reader's words",
+        max_length=100,
+        help_text="A word or short phrase readers use, e.g. undo, or roll back. "
+        "A plural (undos, roll backs) is read as it too.",
+    )
+    means = ArrayField(
+        models.CharField(max_length=100),
+        verbose_name="documentation's words",
+        size=10,
+        help_text="What the documentation calls it, separated by commas, e.g. "
+        "reset, revert.",
+    )
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["source", "words"]
+        constraints = [
+            models.UniqueConstraint(
+                # Words first: a search looks its question's words up in it,
+                # for one source, some, or all of them.
+                fields=["words", "source"],
+                name="synonym_words_source_uniq",
+                violation_error_message="This source already has these reader's "
+                "words: add the documentation's words to that entry.",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.words} → {', '.join(self.means)}"
+
+    def save(self, *args, **kwargs) -> None:
+        self.normalise()
+        super().save(*args, **kwargs)
+
+    def clean(self) -> None:
+        self.normalise()  # before the uniqueness of the words is checked
+
+    def normalise(self) -> None:
+        """Casefolded, spaces collapsed; the documentation's words each once."""
+        self.words = words_normalised(self.words)
+        means = (words_normalised(m) for m in self.means or [])
+        self.means = list(dict.fromkeys(m for m in means if m))
+
+
+def words_normalised(text: str) -> str:
+    """How a synonym keeps words: casefolded, spaces collapsed ("Roll  Back" →
+    "roll back")."""
+    return " ".join(text.casefold().split())
+
+
 class Lexeme(models.Model):
     """How many live chunks contain a word (its English stem), for ranking keyword
     matches by rarity and for telling rare evidence from common words. Refreshed

@@ -3,7 +3,8 @@
 the primary.
 
 The index is what a search reads: chunks, their vectors and spaces, the word
-counts and the pages they belong to. Not the sources: who may read what is
+counts and the pages they belong to, and what editors added to it (pinned
+sections and their questions, readers' words). Not the sources: who may read what is
 decided on the primary (``sources.access``, as sign-in, sessions and throttles are),
 so that a reader removed from a group is not let in by a replica that has not
 heard of it yet.
@@ -28,10 +29,16 @@ def index_models() -> frozenset[type[Model]]:
         EmbeddingSpace,
         IndexStatistics,
         Lexeme,
+        Pin,
+        PinQuestion,
+        Synonym,
     )
     from sources.models import Page
 
-    return frozenset({Chunk, Embedding, EmbeddingSpace, IndexStatistics, Lexeme, Page})
+    return frozenset(
+        {Chunk, Embedding, EmbeddingSpace, IndexStatistics, Lexeme, Page, Pin,
+         PinQuestion, Synonym}
+    )  # fmt: skip
 
 
 class IndexReadRouter:

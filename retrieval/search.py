@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from functools import partial
@@ -31,6 +32,7 @@ from retrieval.evidence import (
 from retrieval.keywords import (
     KEYWORD_HITS,
     NO_TERMS,
+    Meant,
     QueryTerms,
     keyword_ranked,
     query_terms,
@@ -45,6 +47,7 @@ from retrieval.searchable import (
 )
 from retrieval.spaces import floor_in_force, serving
 from retrieval.sql import KeywordHit
+from retrieval.synonyms import question_widened, synonyms_in
 from sources.models import Caller
 
 # Reciprocal rank fusion: each list adds weight / (RRF_K + rank). The constant and
@@ -118,10 +121,17 @@ class SearchResult:
     evidence: Evidence
     chunk_ids: list[int] = field(default_factory=list)
     candidates: int = 0  # chunks the vector side found among the searchable ones
-    # The embedder that ranked by vectors and its vector of the query (None in a
-    # keyword search).
+    # The embedder that ranked by vectors and its vector of the query, widened by
+    # the synonyms it holds (None in a keyword search).
     embedder: Embedder | None = None
     query_vector: list[float] | None = None
+    # The vector of the question as asked, what pins are matched with: the same
+    # as query_vector unless synonyms widened it.
+    question_vector: list[float] | None = None
+    # The question's reader's words that synonyms gave the documentation's words
+    # for (``retrieval.synonyms``), and the text embedded.
+    meant: tuple[Meant, ...] = ()
+    widened: str = ""
     # How far the first page's fused score is ahead of the next page's, as a share
     # of it (``page_lead``); None when no page came.
     lead: float | None = None
@@ -151,14 +161,18 @@ def chunks_search(
     it and the whole index answers from the scope. It costs a second search for
     the filtered questions that would abstain, and nothing for the others.
 
+    Reader's words an editor gave synonyms for, in the sources searched, are
+    searched as the documentation's words too (``retrieval.synonyms``).
+
     A section an editor pinned to answer questions like this one comes first
-    (``retrieval.pins``), whatever the ranking says."""
+    (``retrieval.pins``), whatever the ranking says: matched by the question as
+    asked, as its pinned questions were."""
     per_page = per_page or settings.SEARCH_CHUNKS_PER_PAGE
     result = _scoped(query, user, k, per_page, filters, mode, embedder)
-    if result.query_vector is None or result.embedder is None:
+    if result.question_vector is None or result.embedder is None:
         return result
     match = pin_match(
-        vector=result.query_vector,
+        vector=result.question_vector,
         space=result.embedder.space,
         searchable=searchable_chunks(user, filters),
     )
@@ -180,7 +194,7 @@ def _scoped(
         # so, whatever another source names: its pages cannot be about it.
         return result
     wide = _search(
-        query, user, 1, 1, NO_FILTERS, mode, result.embedder, result.query_vector
+        query, user, 1, 1, NO_FILTERS, mode, result.embedder, _vectors(result, query)
     )
     scoped = searchable_chunks(user, filters)
     if wide.abstained or not wide.hits or not _within(wide.hits[0], scoped):
@@ -229,6 +243,13 @@ def _within(hit: Hit, searchable: Searchable) -> bool:
     )
 
 
+def _vectors(result: SearchResult, query: str) -> dict[str, list[float]]:
+    """The texts a search of ``query`` embedded, with their vectors."""
+    if result.query_vector is None or result.question_vector is None:
+        return {}
+    return {query: result.question_vector, result.widened: result.query_vector}
+
+
 def _search(
     query: str,
     user: Caller,
@@ -237,11 +258,13 @@ def _search(
     filters: SearchFilters,
     mode: SearchMode,
     embedder: Embedder | None,
-    vector: list[float] | None = None,
+    embedded: Mapping[str, list[float]] | None = None,
 ) -> SearchResult:
+    """``embedded``: texts embedded already (by the same embedder), by text."""
     per_page = per_page or settings.SEARCH_CHUNKS_PER_PAGE
     searchable = searchable_chunks(user, filters)
-    terms = query_terms(query)
+    meant = synonyms_in(query, source_ids=searchable.source_ids)
+    terms = query_terms(query, meant)
     # The keyword query runs beside the embedding and the vector scan.
     selected = (
         beside(keyword_ranked, searchable, terms)
@@ -251,11 +274,13 @@ def _search(
     space: EmbeddingSpace | None = None
     vector_hits: list[Hit] = []
     scored: list[KeywordHit] = []
+    widened = question_widened(query, meant)
+    vector: list[float] | None = None
+    asked: list[float] | None = None
     if mode != SearchMode.KEYWORD:
         served, space = serving()
         embedder = embedder or served
-        if vector is None:
-            (vector,) = embedder.embed_queries([query])
+        vector, asked = _embedded(embedder, [widened, query], embedded or {})
         vector_hits, scored = _vector_hits(
             vector,
             searchable,
@@ -297,9 +322,23 @@ def _search(
         candidates=len(vector_hits),
         embedder=embedder if vector is not None else None,
         query_vector=vector,
+        question_vector=asked,
+        meant=tuple(meant),
+        widened=widened,
         lead=page_lead(fused),
         terms=terms,
     )
+
+
+def _embedded(
+    embedder: Embedder, texts: list[str], known: Mapping[str, list[float]]
+) -> list[list[float]]:
+    """The vectors of ``texts``, those not ``known`` embedded in one call."""
+    wanted = [text for text in dict.fromkeys(texts) if text not in known]
+    vectors = dict(known)
+    if wanted:
+        vectors.update(zip(wanted, embedder.embed_queries(wanted), strict=True))
+    return [vectors[text] for text in texts]
 
 
 def page_lead(fused: list[Hit]) -> float | None:

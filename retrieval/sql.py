@@ -37,6 +37,7 @@ from retrieval.models import (
     IndexStatistics,
     Lexeme,
     QueryLog,
+    Synonym,
 )
 from retrieval.searchable import Searchable
 from sources.models import Page
@@ -78,6 +79,9 @@ class RankedTerm(Protocol):
 
     @property
     def lexemes(self) -> int: ...  # more than one: a phrase
+
+    @property
+    def searched(self) -> tuple[str, ...]: ...  # the texts a chunk holds it by
 
 
 @dataclass(frozen=True)
@@ -166,12 +170,31 @@ def _where(searchable: Searchable) -> tuple[Composed, list]:
 # -- keywords ---------------------------------------------------------------------
 
 _TSQUERY = SQL("phraseto_tsquery('english', %s)")
-_RANK = SQL("ts_rank({}::real[], {}, {}, {})").format(
-    Literal("{" + ",".join(map(str, RANK_WEIGHTS)) + "}"),
-    _c("search_document"),
-    _TSQUERY,
-    Literal(int(RANK_NORMALIZATION)),
-)
+
+
+def _term_query(term: RankedTerm) -> tuple[Composable, list[str]]:
+    """The tsquery a chunk holds the term by: its text, or any of its
+    alternatives (``retrieval.keywords.Term.searched``)."""
+    texts = list(term.searched)
+    if len(texts) == 1:
+        return _TSQUERY, texts
+    return SQL("({})").format(SQL(" || ").join([_TSQUERY] * len(texts))), texts
+
+
+def _rank(query: Composable) -> Composed:
+    return SQL("ts_rank({}::real[], {}, {}, {})").format(
+        Literal("{" + ",".join(map(str, RANK_WEIGHTS)) + "}"),
+        _c("search_document"),
+        query,
+        Literal(int(RANK_NORMALIZATION)),
+    )
+
+
+def _whole(term: RankedTerm) -> bool:
+    """Whether a chunk holds the term only when its document matches the term's
+    query: a phrase (``ts_rank`` also counts its words apart), or a term with
+    alternatives (one of which may be a phrase)."""
+    return term.lexemes > 1 or term.searched != (term.text,)
 
 
 def term_counts(words: Sequence[str]) -> list[TermCount]:
@@ -223,10 +246,11 @@ def keyword_ranked(
 ) -> list[KeywordHit]:
     """The best ``limit`` searchable chunks whose document matches one of the
     ``selecting`` terms (through the GIN index), scored by all ``terms``."""
-    held = SQL(" || ").join([_TSQUERY] * len(selecting))
+    queries = [_term_query(term) for term in selecting]
+    held = SQL(" || ").join([query for query, _ in queries])
     condition = SQL("{} @@ ({})").format(_c("search_document"), held)
     scored, params = _scored(
-        searchable, terms, condition, [term.text for term in selecting]
+        searchable, terms, condition, [text for _, texts in queries for text in texts]
     )
     statement = SQL("{} ORDER BY score DESC, s.pk LIMIT %s").format(scored)
     with _reading().cursor() as cursor:
@@ -246,8 +270,9 @@ def _scored(
 
     The inner query ranks each row once per term; the outer one adds the ranks up,
     so no rank is computed twice. A term of one lexeme is held when its rank is
-    positive; a phrase, when the document matches it (``ts_rank`` also counts its
-    words apart). Bit i of ``matched`` is term i.
+    positive; a phrase, or a term with alternatives, when the document matches it
+    (``ts_rank`` also counts a phrase's words apart). Bit i of ``matched`` is
+    term i.
     """
     columns = [
         SQL("{} AS pk").format(_c("pk")),
@@ -257,15 +282,16 @@ def _scored(
     ]
     column_params: list[str] = []
     for i, term in enumerate(terms):
-        columns.append(SQL("{} AS {}").format(_RANK, Identifier(f"r{i}")))
-        column_params.append(term.text)
-        if term.lexemes > 1:
+        query, texts = _term_query(term)
+        columns.append(SQL("{} AS {}").format(_rank(query), Identifier(f"r{i}")))
+        column_params += texts
+        if _whole(term):
             columns.append(
                 SQL("({} @@ {})::int AS {}").format(
-                    _c("search_document"), _TSQUERY, Identifier(f"m{i}")
+                    _c("search_document"), query, Identifier(f"m{i}")
                 )
             )
-            column_params.append(term.text)
+            column_params += texts
     where, where_params = _where(searchable)
     score, score_params = _score(terms)
     held = [
@@ -311,9 +337,47 @@ def _score(terms: Sequence[RankedTerm]) -> tuple[Composable | None, list[float]]
 
 def _held(term: RankedTerm, i: int) -> Composable:
     """True when the ranked row holds term ``i``: a word when its rank is
-    positive, a phrase when the document matches it."""
-    name = f"{'m' if term.lexemes > 1 else 'r'}{i}"
+    positive, a phrase or a term with alternatives when the document matches it."""
+    name = f"{'m' if _whole(term) else 'r'}{i}"
     return SQL("{} > 0").format(Identifier("s", name))
+
+
+@dataclass(frozen=True)
+class SynonymRow:
+    words: str
+    means: list[str]
+
+
+def synonyms_matching(
+    *, source_ids: Sequence[int] | None, words: Sequence[str]
+) -> list[SynonymRow]:
+    """The synonyms of these sources (None: of every source) whose reader's words
+    are one of ``words``, read through their unique index (words, source). On the
+    primary: an editor's word, as a pin, counts from the moment it is saved."""
+    params: list = [list(words)]
+    if source_ids is not None:
+        params.append(list(source_ids))
+    with connection.cursor() as cursor:
+        cursor.execute(_synonyms_statement(source_ids is not None), params)
+        return _rows(cursor, SynonymRow)
+
+
+@cache
+def _synonyms_statement(of_sources: bool) -> str:
+    parts = [SQL("{} = ANY(%s)").format(column(Synonym, "words", "s"))]
+    if of_sources:
+        parts.append(SQL("{} = ANY(%s)").format(column(Synonym, "source", "s")))
+    return (
+        SQL("SELECT {} AS words, {} AS means FROM {} s WHERE {} ORDER BY {}")
+        .format(
+            column(Synonym, "words", "s"),
+            column(Synonym, "means", "s"),
+            table(Synonym),
+            _AND.join(parts),
+            column(Synonym, "pk", "s"),
+        )
+        .as_string()
+    )
 
 
 # -- vectors ----------------------------------------------------------------------

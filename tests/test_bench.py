@@ -264,3 +264,43 @@ def test_loop_pins_half_the_questions_and_asks_their_second_phrasings(bench):
             row = table[(name, scope)]
             assert row[2] == "1", row  # one of the two with a second phrasing
     assert "pins left after the run: 0" in out
+
+
+# A question in a reader's word the made-up site never uses (its retries page says
+# "dead letter"), with its second phrasing: first among those with one, so that
+# the loop asks it and the words part has a word to suggest.
+READERS_WORD = {
+    "question": "Where is the graveyard?",
+    "page": "retries",
+    "rephrased": "Which failed jobs end up in the graveyard?",
+}
+
+
+@pytest.mark.slow
+@pytest.mark.bench
+def test_loop_accepts_the_suggested_synonyms_and_asks_the_second_phrasings(bench):
+    local_model_require()  # the loop is measured with the local model
+    goldens = bench.goldens.parent / "goldens-readers-words"
+    shutil.copytree(bench.goldens, goldens, dirs_exist_ok=True)
+    pg = goldens / "pg_golden.jsonl"
+    row = {
+        "question": READERS_WORD["question"],
+        "expected_urls": [POSTGRESQL.base_url + READERS_WORD["page"] + ".html"],
+        "kind": "paraphrase",
+        "rephrased": READERS_WORD["rephrased"],
+    }
+    pg.write_text(json.dumps(row) + "\n" + pg.read_text())
+
+    out = run(bench, "bench.loop", "--sets", "pg,borg", "--goldens", str(goldens))
+
+    rows = [line.split() for line in out.splitlines()]
+    table = {(r[1], r[2]): r for r in rows if r[:1] == ["syn"]}
+    for name in ("pg", "borg"):
+        for scope in ("scoped", "mixed"):
+            row = table[(name, scope)]
+            assert len(row) == 11, row
+    # The reader's word was asked, went unanswered, and was offered and taken.
+    asked, offered, accepted = map(int, table[("pg", "scoped")][3:6])
+    assert asked >= 1 and offered >= 1 and accepted >= 1, out
+    assert "accepted: graveyard → " in out, out
+    assert "synonyms left after the run: 0, its logs: 0" in out
