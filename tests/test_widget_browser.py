@@ -204,3 +204,39 @@ def test_the_widget_answers_on_an_allowed_site_and_refuses_another(browser, site
     assert browser.execute_script(
         "return arguments[0].shadowRoot.querySelector('.feedback') === null", host
     )
+
+
+def test_the_widget_shows_a_pinned_answer_as_chosen_by_the_editors(browser, sites):  # noqa: F811
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    from retrieval.models import Chunk
+    from retrieval.pins import pin_create
+
+    allowed, _ = sites
+    harbor = harbor_load()
+    Source.objects.filter(pk=harbor.pk).update(
+        public=True, widget_origins=[allowed.origin]
+    )
+    restoring = Chunk.objects.get(
+        page__url=harbor_url("backups"), heading__endswith="Restoring"
+    )
+    pin_create(
+        chunk=restoring,
+        questions=["How do I restore a backup taken with Barman?"],
+        user=None,
+    )
+
+    browser.get(f"{allowed.origin}/")
+    box = browser.find_element(By.CSS_SELECTOR, ".kb-ask").shadow_root
+    box.find_element(By.CSS_SELECTOR, "input").send_keys(
+        "how do I restore a backup taken with barman", Keys.ENTER
+    )
+    item = box.find_element(By.CSS_SELECTOR, "ol.cites > li")  # waits for it
+    answer = box.find_element(By.CSS_SELECTOR, ".answer").text
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    full_page_screenshot(browser, SCREENSHOTS / "widget-pinned.png")
+
+    assert answer.startswith("Restore the dump into an empty database")
+    assert "Restoring" in item.text
+    assert "Chosen by the documentation's editors" in item.text
