@@ -18,9 +18,10 @@ from kbsite.admin_utils import ago, short_path
 from retrieval.chunking import section_of
 from retrieval.grouping import question_key
 from retrieval.models import Chunk, Pin, QueryLog
-from retrieval.pins import PIN_SIMILARITY, pin_create, pin_renew
+from retrieval.pins import pin_create, pin_renew, pin_similarity
 from retrieval.search import chunks_search
 from retrieval.searchable import SearchFilters
+from retrieval.spaces import floor_in_force, serving
 from retrieval.spans import cut, unmark
 from sources.admin.visibility import VisibleRowsAdmin
 from sources.models import Caller, Page, Source
@@ -97,7 +98,7 @@ class PinAdmin(VisibleRowsAdmin):
             format_html_join(
                 "", "<li>{}</li>", ((q.text,) for q in obj.questions.all())
             ),
-            f"…and new questions at least {PIN_SIMILARITY:.2f} similar to one of them.",
+            f"…and new questions at least {_bar():.2f} similar to one of them.",
         )
 
     @admin.display(description="pinned by")
@@ -182,7 +183,7 @@ class PinAdmin(VisibleRowsAdmin):
                 )
                 for hit in found
             ],
-            "threshold": f"{PIN_SIMILARITY:.2f}",
+            "threshold": f"{_bar():.2f}",
         }
         return TemplateResponse(request, "admin/retrieval/pin/answer.html", context)
 
@@ -250,6 +251,11 @@ def _group_questions(request: HttpRequest) -> list[str]:
         counts[key] = counts.get(key, 0) + 1
         first.setdefault(key, text.strip())
     return [first[key] for key in sorted(counts, key=lambda k: -counts[k])]
+
+
+def _bar() -> float:
+    """The pin bar of the serving space (``retrieval.pins.pin_similarity``)."""
+    return pin_similarity(floor_in_force(serving()[1]))
 
 
 def _prose(markdown: str) -> str:

@@ -175,6 +175,7 @@ def chunks_search(
         vector=result.question_vector,
         space=result.embedder.space,
         searchable=searchable_chunks(user, filters),
+        floor=result.evidence.floor,
     )
     return result if match is None else _pinned(result, match, k=k, per_page=per_page)
 

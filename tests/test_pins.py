@@ -5,11 +5,13 @@ to review."""
 
 from __future__ import annotations
 
+import pytest
 from django.contrib.auth.models import AnonymousUser, Group, Permission, User
+from django.test import override_settings
 from django.urls import reverse
 
 from retrieval.models import Chunk, Pin, PinQuestion, QueryLog
-from retrieval.pins import pin_create, pin_vectors_fill
+from retrieval.pins import pin_create, pin_similarity, pin_vectors_fill
 from retrieval.questions import question_answer, search_run
 from retrieval.searchable import SearchFilters
 from retrieval.spaces import serving
@@ -289,3 +291,29 @@ class PinVectorsTests(PinWorld):
         assert PinQuestion.objects.get().space == serving()[0].space
         assert self.ask(ASKED).citations[0].pinned_at is not None
         assert pin_vectors_fill(limit=100) == 0
+
+
+@pytest.mark.parametrize(
+    ("floor", "bar"),
+    [
+        (None, 0.70),  # no floor learned (hashed words): the grouping's bar
+        (0.482, 0.70),  # the default model's floor: the same bar
+        (0.30, 0.70),  # a floor under it: never a laxer bar
+        (0.86, 0.9189),  # e5's: as far from its floor toward 1
+        (1.0, 1.0),
+    ],
+)
+def test_the_pin_bar_follows_the_spaces_floor(floor, bar):
+    assert pin_similarity(floor) == pytest.approx(bar, abs=1e-4)
+
+
+class PinBarTests(PinWorld):
+    def test_a_space_whose_similarities_crowd_high_asks_more_of_a_question(self):
+        self.pin()
+        near = "Where do my jobs go when they fail for good in the night?"
+        assert self.ask(near).citations[0].pinned_at is not None, (
+            "at the default bar the rewording gets the pin"
+        )
+        with override_settings(RELEVANCE_FLOOR=0.9):
+            assert all(c.pinned_at is None for c in self.ask(near).citations)
+            assert self.ask(ASKED).citations[0].pinned_at is not None
