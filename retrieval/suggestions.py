@@ -9,9 +9,12 @@ SUGGESTED_CHUNKS passages hold (``Lexeme``: their English stem counted in the
 live chunks of every source), are ranked by how many askings used them. Each comes
 with the page its group (the group that asked it most) was answered from, else the
 page nearest that group, among the pages of sources the editor sees; and with
-candidate documentation words: that page's heading words (title and section
-headings), those the fewest passages of the index hold first, the question's own
-words left out. The editor reads, edits and adds them (``synonym_add``).
+candidate documentation words: the heading words of that page's section nearest
+the group in meaning (its heading path, the innermost heading first), those the
+fewest passages of the index hold first, the question's own words left out. A
+section, not the page: the rarest heading words of a page of forty questions
+(a FAQ) are those of other questions than the group's. The editor reads, edits
+and adds them (``synonym_add``).
 """
 
 from __future__ import annotations
@@ -23,12 +26,20 @@ from datetime import datetime
 
 from kbsite.text import STOPWORDS
 from retrieval import sql
-from retrieval.asked import Concern, answered_from, pages_near, question_groups
+from retrieval.asked import (
+    NEAR_CANDIDATES,
+    Concern,
+    answered_from,
+    pages_near,
+    question_groups,
+)
 from retrieval.chunking import SEPARATOR
 from retrieval.evidence import OWN_CHUNKS
 from retrieval.grouping import Group
 from retrieval.keywords import TOKEN
 from retrieval.models import Chunk, Synonym
+from retrieval.searchable import SearchFilters, searchable_chunks
+from retrieval.spaces import serving
 from retrieval.synonyms import singulars
 from sources.models import Caller, Page, Source
 
@@ -120,7 +131,11 @@ def synonym_suggestions(
                 url=page.url,
                 source=page.source,
                 answered=answered,
-                means=tuple(_heading_words(page, exclude=_words(question))),
+                means=tuple(
+                    _heading_words(
+                        _section_near(groups[at], page, user), exclude=_words(question)
+                    )
+                ),
             )
         )
         if len(found) == limit:
@@ -177,15 +192,33 @@ def _page_for(
     return None
 
 
-def _heading_words(page: Page, *, exclude: set[str]) -> list[str]:
-    """The words of the page's title and section headings, those the fewest
-    passages hold first, without ``exclude``."""
-    headings = Chunk.objects.filter(page=page).values_list("heading", flat=True)
+def _section_near(group: Group, page: Page, user: Caller) -> list[str]:
+    """The heading path of the page's chunk nearest the group's centroid, the
+    innermost heading first (the page's title when none of its chunks is among
+    the nearest)."""
+    embedder, _ = serving()
+    rows = sql.vector_candidates(
+        embedder.space,
+        embedder.dimensions,
+        group.centroid(),
+        limit=NEAR_CANDIDATES,
+        searchable=searchable_chunks(user, SearchFilters(source_ids=(page.source_id,))),
+        terms=(),
+    )
+    on_page = [row for row in rows if row.page_id == page.pk]
+    if not on_page:
+        return [page.title]
+    nearest = max(on_page, key=lambda row: row.similarity)
+    heading = Chunk.objects.filter(pk=nearest.pk).values_list("heading", flat=True)
+    parts = (heading.first() or "").split(SEPARATOR)
+    return [*reversed([part for part in parts if part]), page.title]
+
+
+def _heading_words(headings: list[str], *, exclude: set[str]) -> list[str]:
+    """The words of these headings, innermost first, those the fewest passages
+    hold first, without ``exclude``."""
     words: list[str] = []
-    for text in [
-        page.title,
-        *(h for heading in headings for h in heading.split(SEPARATOR)),
-    ]:
+    for text in headings:
         for token in TOKEN.findall(text):
             word = token.casefold()
             if word in words or word in exclude or word in STOPWORDS:
