@@ -33,7 +33,7 @@ from retrieval.views import WIDGET_SCRIPT
 from retrieval.widget import widget_key_create
 from sources.models import SYSTEM, FeedToken, Source
 from tests.admin_world import editor_create
-from tests.test_public_sources import (
+from tests.retrieval.test_public_sources import (
     OPEN,
     PUBLIC,
     SITES,
@@ -48,7 +48,7 @@ from tests.world import ingest_markdown
 ENDPOINT = "/api/widget/query/"
 FEEDBACK = "/api/widget/feedback/"
 ELSEWHERE = "https://elsewhere.example.com"  # a site no source allows
-DOCS = Path(__file__).resolve().parent.parent / "docs"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 
 def ask(origin: str | None = WIDGET_ORIGIN, client: Client | None = None, **body):

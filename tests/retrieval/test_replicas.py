@@ -50,7 +50,7 @@ from retrieval.models import (
 )
 from retrieval.routers import IndexReadRouter
 from sources.models import Page, Source
-from tests.test_settings import run_check
+from tests.kbsite.test_settings import run_check
 from tests.world import HARBOR, ingest_markdown
 
 REPLICA = "replica_1"
