@@ -1,8 +1,8 @@
 """The Ask widget: its script, CORS for the sites its sources allow, widget keys
 scoped to sources and sites, its questions logged as anonymous ones, and the
 admin where editors allow a site and make a key. (What it never shows of a
-private source is in the table of tests/test_public_sources.py; a browser on a
-page of another site is in tests/test_widget_browser.py.)"""
+private source is in the table of tests/retrieval/test_public_sources.py; a browser on a
+page of another site is in tests/retrieval/test_widget_browser.py.)"""
 
 from __future__ import annotations
 
