@@ -2,7 +2,7 @@
 reached over TCP, as a deployment past one machine runs them.
 
 The server is the embedded binaries run as a plain server on 127.0.0.1 (as in
-``tests/test_nodes.py``); the site is the manual's HTML (``bench.corpus``) served
+``tests/kbsite/test_nodes.py``); the site is the manual's HTML (``bench.corpus``) served
 on loopback, counting the requests it answers and the most it had in flight at
 once; each worker node is ``manage.py serve --worker`` with its own processes and
 the shared ``DATABASE_URL``, ``SECRET_KEY`` and cluster name. This process creates

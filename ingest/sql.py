@@ -9,7 +9,7 @@ of runs, the sender and the planner are taken by ``kbsite.locks``.) So that a
 model change breaks these in a test and not at run time, they are composed here
 only: table and column names from the models' ``_meta`` through ``psycopg.sql``,
 values always as parameters, every column an INSERT does not name left to its
-``db_default`` (tests/test_raw_inserts.py), and a row of several values returned
+``db_default`` (tests/kbsite/test_raw_inserts.py), and a row of several values returned
 by name. Callers give values and never SQL.
 """
 

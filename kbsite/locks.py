@@ -4,7 +4,7 @@ An advisory lock is the database server's, not a process's: workers, nodes and
 commands exclude one another through it whichever machine they run on. Each lock
 the project takes is an entry of :data:`REGISTRY` below: a name, its number and
 what it guards. Callers name an entry and never write a lock statement; no other
-module of the project runs one (``tests/test_locks.py`` reads the source tree).
+module of the project runs one (``tests/kbsite/test_locks.py`` reads the source tree).
 
 The numbers are those of the releases before this registry existed (most spell
 ASCII: 0x6B62646C is "kbdl"), so a node still running an older release and one

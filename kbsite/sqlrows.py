@@ -85,8 +85,8 @@ class Insert:
 
     The database fills every column it does not name, so each such column has a
     ``db_default``, allows NULL, is generated, or is the automatic primary key;
-    :meth:`unfilled` names those that are none of these (tests/test_raw_inserts.py
-    checks every INSERT of the project).
+    :meth:`unfilled` names those that are none of these
+    (tests/kbsite/test_raw_inserts.py checks every INSERT of the project).
 
     The statement is ``template`` composed with ``psycopg.sql``: ``{table}``,
     ``{columns}`` (those of ``fields``, in order), ``{values}`` (a row of

@@ -19,14 +19,14 @@ from typing import Any
 
 import numpy as np
 
-# The cosine similarity from which two questions count as the same request. Chosen
-# with the default model (all-MiniLM-L6-v2, tests/test_grouping.py) on questions
-# about one product: rewordings of one request score 0.70 to 0.94 ("What is the
-# maximum job size?" / "Is there a limit on how big a job can be?" 0.80), while
-# different requests on one subject stay under it ("How do I pause a queue?" /
-# "How do I delete a queue?" 0.64, "Is there a Helm chart?" / "How do I run it on
-# Kubernetes?" 0.52). Another model spreads similarities differently (feature
-# hashing: shared words only); check a sample of its groups before trusting them.
+# The cosine similarity from which two questions count as the same request. Chosen with
+# the default model (all-MiniLM-L6-v2, tests/retrieval/test_grouping.py) on questions
+# about one product: rewordings of one request score 0.70 to 0.94 ("What is the maximum
+# job size?" / "Is there a limit on how big a job can be?" 0.80), while different
+# requests on one subject stay under it ("How do I pause a queue?" / "How do I delete a
+# queue?" 0.64, "Is there a Helm chart?" / "How do I run it on Kubernetes?" 0.52).
+# Another model spreads similarities differently (feature hashing: shared words only);
+# check a sample of its groups before trusting them.
 GROUP_SIMILARITY = 0.70
 # Examples shown of a group, its most asked questions first.
 EXAMPLES = 3

@@ -6,7 +6,7 @@ statement, under the source's advisory lock (``kbsite.locks``). So that a model
 change breaks these in a test and not at run time, they are composed here only:
 table and column names from the models' ``_meta`` through ``psycopg.sql``, values
 always as parameters, and every column an INSERT does not name left to its
-``db_default`` (tests/test_raw_inserts.py). Callers give values and never SQL.
+``db_default`` (tests/kbsite/test_raw_inserts.py). Callers give values and never SQL.
 
 The rule of who sees which source has its own module (``sources.access``).
 """

@@ -1,6 +1,6 @@
 """A web node of the product on a primary and its streaming replica, driven one
-command at a time by ``tests/test_replication.py``: a line of JSON in on standard
-input, a line of JSON out.
+command at a time by ``tests/retrieval/test_replication.py``: a line of JSON in
+on standard input, a line of JSON out.
 
     python -m tests.replica_node   (DATABASE_URL, DATABASE_REPLICA_URLS set)
 

@@ -15,8 +15,8 @@ os.environ.pop("RELEVANCE_FLOOR", None)
 from kbsite.settings import *  # noqa: E402,F403
 from kbsite.settings import DATABASES  # noqa: E402
 
-# A replica for the tests of reads routed to one (tests/test_replicas.py): Django's
-# test mirror, a second connection to the test database. It is not among
+# A replica for the tests of reads routed to one (tests/retrieval/test_replicas.py):
+# Django's test mirror, a second connection to the test database. It is not among
 # DATABASE_REPLICAS unless a test puts it there; a process given
 # DATABASE_REPLICA_URLS keeps its own.
 DATABASES.setdefault(

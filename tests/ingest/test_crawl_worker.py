@@ -17,7 +17,7 @@ from ingest.models import Crawl, Delivery
 from sources.models import Page, Source
 from tests.conftest import PYTHON, ROOT, subprocess_env
 from tests.fakes.site import FakeSite, page
-from tests.test_worker import wait_until
+from tests.ingest.test_worker import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

@@ -3,7 +3,7 @@
 The replica here is Django's test mirror (``tests/settings.py``): a second
 connection to the test database, made read-only as a standby is, so that a write
 sent to it fails. A streaming replica of a real primary, with its lag, is in
-``tests/test_replication.py``.
+``tests/retrieval/test_replication.py``.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ from retrieval.models import (
 )
 from retrieval.routers import IndexReadRouter
 from sources.models import Page, Source
-from tests.test_settings import run_check
+from tests.kbsite.test_settings import run_check
 from tests.world import HARBOR, ingest_markdown
 
 REPLICA = "replica_1"

@@ -31,7 +31,7 @@ from retrieval.sql import QUERY_LOG_INSERT
 from sources.models import LineShape
 from tests.world import HarborWorld
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 APPS = ("kbsite", "sources", "ingest", "retrieval")
 STATEMENT = re.compile(r"\bINSERT\s+INTO\b")
 

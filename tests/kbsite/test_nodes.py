@@ -16,7 +16,7 @@ What must hold, and what is printed: every delivery reaches one outcome, once
 usage recorded counts exactly the vectors stored); no host ever has two requests
 in flight; each tick of a periodic job queues one job, run to its end once.
 
-Run it alone: ``.venv/bin/pytest tests/test_nodes.py -s`` (``-s`` shows the
+Run it alone: ``.venv/bin/pytest tests/kbsite/test_nodes.py -s`` (``-s`` shows the
 counts).
 """
 

@@ -15,7 +15,7 @@ from kbsite.admin_utils import (
 )
 from kbsite.charts import Series, axis, grouped_bars, horizontal_bars, stacked_bars
 from kbsite.textdiff import markdown_diff
-from tests.test_changes import EDITS, SECTIONS
+from tests.sources.test_changes import EDITS, SECTIONS
 
 LONG = "\n".join(f"Line {n} of a long section." for n in range(40))
 

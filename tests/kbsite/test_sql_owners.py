@@ -4,8 +4,8 @@ that own it.
 Where a measured hot path runs SQL written by hand, one module per app composes it
 (``ingest.sql``, ``sources.sql``, ``retrieval.sql``; the rule of who sees which
 source has its own, ``sources.access``, and advisory locks are taken by
-``kbsite.locks`` alone, tests/test_locks.py) with ``psycopg.sql``, names taken from
-the models' ``_meta`` and quoted, values passed as parameters. A table
+``kbsite.locks`` alone, tests/kbsite/test_locks.py) with ``psycopg.sql``, names
+taken from the models' ``_meta`` and quoted, values passed as parameters. A table
 or column put into the text by an f-string, ``%`` or ``str.format`` is not quoted
 and goes stale silently when the model's table is renamed: the scan below finds
 each statement built so, by reading the source of every module of the apps.

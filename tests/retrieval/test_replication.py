@@ -8,7 +8,7 @@ Two PostgreSQL servers on 127.0.0.1 from the embedded binaries
 ``DATABASE_REPLICA_URLS`` on the standby. Replay on the standby is paused (as a
 replica falls behind, made deterministic) while the primary tombstones a page.
 
-Run it alone: ``.venv/bin/pytest tests/test_replication.py -s`` (``-s`` prints
+Run it alone: ``.venv/bin/pytest tests/retrieval/test_replication.py -s`` (``-s`` prints
 each step).
 """
 

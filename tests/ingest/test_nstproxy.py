@@ -12,7 +12,7 @@ from ingest.crawl.services import crawl_start
 from ingest.models import Crawl
 from sources.models import Page, Source
 from tests.fakes.nstproxy import FakeNstproxy
-from tests.test_crawl import CrawlWorld, crawl_through
+from tests.ingest.test_crawl import CrawlWorld, crawl_through
 
 SITE = "https://js.example.com"
 

@@ -26,7 +26,7 @@ from ingest.queueing import TASK as DELIVERY_TASK
 from ingest.recrawl import recrawl_due
 from sources.models import Page, Source
 from tests.fakes.site import page
-from tests.test_crawl import CrawlWorld, crawl_through
+from tests.ingest.test_crawl import CrawlWorld, crawl_through
 from tests.world import run_queued
 
 Result = CrawlUrl.Result

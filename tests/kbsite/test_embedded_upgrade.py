@@ -17,7 +17,7 @@ from kbsite.pgembedded.programs import major_version, old_bin_dir, program_run
 from kbsite.pgembedded.server import PORT, EmbeddedPostgres
 from kbsite.pgembedded.upgrade import INITDB_OPTIONS, ClusterUpgrade
 from tests.conftest import ROOT
-from tests.test_embedded_db import HOLD, run_holder
+from tests.kbsite.test_embedded_db import HOLD, run_holder
 
 pytestmark = pytest.mark.slow
 
@@ -49,7 +49,7 @@ INDEX_ON_16 = textwrap.dedent(
     indexing.answers_mark_stale = lambda **kwargs: 0
     from tests.world import harbor_load
     harbor_load()
-    from tests.test_embedded_upgrade import counts
+    from tests.kbsite.test_embedded_upgrade import counts
     print(json.dumps(counts()))
     """
 )
@@ -65,7 +65,7 @@ SEARCH_ON_18 = textwrap.dedent(
     from django.db import connection
     from django.test import override_settings
     from retrieval.search import SearchMode, chunks_search
-    from tests.test_embedded_upgrade import counts, indexes, vector_version
+    from tests.kbsite.test_embedded_upgrade import counts, indexes, vector_version
     from ingest.process import delivery_process
     from tests.world import harbor_url, receive_delivery
 

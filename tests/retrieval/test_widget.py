@@ -1,8 +1,8 @@
 """The Ask widget: its script, CORS for the sites its sources allow, widget keys
 scoped to sources and sites, its questions logged as anonymous ones, and the
 admin where editors allow a site and make a key. (What it never shows of a
-private source is in the table of tests/test_public_sources.py; a browser on a
-page of another site is in tests/test_widget_browser.py.)"""
+private source is in the table of tests/retrieval/test_public_sources.py; a browser on a
+page of another site is in tests/retrieval/test_widget_browser.py.)"""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ from retrieval.views import WIDGET_SCRIPT
 from retrieval.widget import widget_key_create
 from sources.models import SYSTEM, FeedToken, Source
 from tests.admin_world import editor_create
-from tests.test_public_sources import (
+from tests.retrieval.test_public_sources import (
     OPEN,
     PUBLIC,
     SITES,
@@ -48,7 +48,7 @@ from tests.world import ingest_markdown
 ENDPOINT = "/api/widget/query/"
 FEEDBACK = "/api/widget/feedback/"
 ELSEWHERE = "https://elsewhere.example.com"  # a site no source allows
-DOCS = Path(__file__).resolve().parent.parent / "docs"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 
 def ask(origin: str | None = WIDGET_ORIGIN, client: Client | None = None, **body):
