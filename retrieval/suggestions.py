@@ -10,8 +10,9 @@ live chunks of every source), are ranked by how many askings used them. Each com
 with the page its group (the group that asked it most) was answered from, else the
 page nearest that group, among the pages of sources the editor sees; and with
 candidate documentation words: the heading words of that page's section nearest
-the group in meaning (its heading path, the innermost heading first), those the
-fewest passages of the index hold first, the question's own words left out. A
+the group in meaning (its heading path without the page's own title, the
+innermost heading's words first and within one heading those the fewest passages
+of the index hold first), the question's own words left out. A
 section, not the page: the rarest heading words of a page of forty questions
 (a FAQ) are those of other questions than the group's. The editor reads, edits
 and adds them (``synonym_add``).
@@ -210,23 +211,27 @@ def _section_near(group: Group, page: Page, user: Caller) -> list[str]:
         return [page.title]
     nearest = max(on_page, key=lambda row: row.similarity)
     heading = Chunk.objects.filter(pk=nearest.pk).values_list("heading", flat=True)
-    parts = (heading.first() or "").split(SEPARATOR)
-    return [*reversed([part for part in parts if part]), page.title]
+    parts = [part for part in (heading.first() or "").split(SEPARATOR) if part]
+    # The outermost heading of a path is the page's own title ("Frequently asked
+    # questions"): its words are the page's, not the section's.
+    inner = parts[1:] if len(parts) > 1 else parts
+    return list(reversed(inner)) or [page.title]
 
 
 def _heading_words(headings: list[str], *, exclude: set[str]) -> list[str]:
-    """The words of these headings, innermost first, those the fewest passages
-    hold first, without ``exclude``."""
-    words: list[str] = []
-    for text in headings:
+    """The words of these headings, the innermost heading's first and within one
+    heading those the fewest passages hold first, without ``exclude``."""
+    words: list[tuple[int, str]] = []
+    for depth, text in enumerate(headings):
         for token in TOKEN.findall(text):
             word = token.casefold()
-            if word in words or word in exclude or word in STOPWORDS:
+            if any(word == seen for _, seen in words):
                 continue
-            if WORD.fullmatch(word):
-                words.append(word)
-    held = _chunks_holding(words)
+            if word not in exclude and word not in STOPWORDS and WORD.fullmatch(word):
+                words.append((depth, word))
+    held = _chunks_holding(word for _, word in words)
     ranked = sorted(
-        (w for w in words if held.get(w)), key=lambda w: (held[w], words.index(w))
+        ((depth, word) for depth, word in words if held.get(word)),
+        key=lambda item: (item[0], held[item[1]]),
     )
-    return ranked[:CANDIDATES]
+    return [word for _, word in ranked][:CANDIDATES]
