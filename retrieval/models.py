@@ -138,6 +138,13 @@ class EmbeddingSpace(models.Model):
         editable=False,
         help_text="What the floor was learned from: probe similarities.",
     )
+    source_floors = models.JSONField(
+        default=dict,
+        blank=True,
+        editable=False,
+        help_text="The floor within each source large enough to learn one, by "
+        "source id: what a search of that source alone holds its evidence to.",
+    )
 
     class Meta:
         constraints = [

@@ -293,7 +293,7 @@ def _search(
     keywords = mode != SearchMode.VECTOR
     evidence = evidence_weigh(
         similarity=max((h.similarity or 0.0 for h in vector_hits), default=0.0),
-        floor=floor_in_force(space),
+        floor=floor_in_force(space, searchable.source_ids),
         terms=terms,
         matched=matched,
         keywords=keywords,

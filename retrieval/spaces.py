@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 from django.conf import settings
@@ -121,11 +121,21 @@ def embedder_register(embedder: Embedder) -> EmbeddingSpace:
     return space_register(name=embedder.space, dimensions=embedder.dimensions)
 
 
-def floor_in_force(space: EmbeddingSpace | None) -> float | None:
-    """RELEVANCE_FLOOR if set, else the floor the space learned (None: none)."""
+def floor_in_force(
+    space: EmbeddingSpace | None, source_ids: Sequence[int] | None = None
+) -> float | None:
+    """RELEVANCE_FLOOR if set, else the floor the space learned (None: none): for
+    a search of one source (``source_ids``), the floor learned within it if it
+    was large enough to learn one (``retrieval.statistics``), else the index's."""
     if settings.RELEVANCE_FLOOR is not None:
         return settings.RELEVANCE_FLOOR
-    return space.floor if space is not None else None
+    if space is None:
+        return None
+    if source_ids is not None and len(source_ids) == 1:
+        own = (space.source_floors or {}).get(str(source_ids[0]))
+        if own is not None:
+            return float(own)
+    return space.floor
 
 
 def space_serving() -> EmbeddingSpace | None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
+from django.db.models import Count
 from django.utils import timezone
 from openai import OpenAIError
 
@@ -23,7 +24,7 @@ from retrieval import sql
 from retrieval.embedder import Embedder
 from retrieval.models import Chunk, EmbeddingSpace, IndexStatistics
 from retrieval.search import CANDIDATES
-from retrieval.searchable import searchable_chunks
+from retrieval.searchable import NO_FILTERS, SearchFilters, searchable_chunks
 from retrieval.spaces import nearest_similarities, serving, space_serving
 from sources.models import SYSTEM
 
@@ -35,6 +36,9 @@ PROBE_WORDS = 4
 # The floor is this quantile of the probes' best similarities: a question whose best
 # chunk is no closer than half of the bags of unrelated words is no evidence.
 FLOOR_QUANTILE = 0.5
+# A source this large (live chunks) learns a floor of its own (``_source_floors``):
+# probes of four words drawn from fewer chunks repeat one chunk's words too often.
+SOURCE_FLOOR_CHUNKS = 100
 SEED = 20261130
 logger = logging.getLogger(__name__)
 
@@ -105,11 +109,15 @@ def lexemes_refresh() -> tuple[int, int]:
     return chunks, lexemes
 
 
-def probe_questions(count: int = PROBES) -> list[str]:
-    """Questions unrelated to the index but made of its own words: each takes its
-    words from different random chunks, so no chunk is about all of them."""
+def probe_questions(count: int = PROBES, *, source_id: int | None = None) -> list[str]:
+    """Questions unrelated to the index (``source_id``: to that source) but made
+    of its own words: each takes its words from different random chunks, so no
+    chunk is about all of them."""
     rng = random.Random(SEED)
-    ids = list(Chunk.objects.live().values_list("pk", flat=True).order_by("pk"))
+    chunks = Chunk.objects.live()
+    if source_id is not None:
+        chunks = chunks.filter(page__source_id=source_id)
+    ids = list(chunks.values_list("pk", flat=True).order_by("pk"))
     if len(ids) < PROBE_WORDS:
         return []
     draws = [rng.sample(ids, PROBE_WORDS) for _ in range(count)]
@@ -127,12 +135,17 @@ def probe_questions(count: int = PROBES) -> list[str]:
     return probes
 
 
-def best_similarities(embedder: Embedder, texts: list[str]) -> list[float]:
-    """Each text's best cosine similarity to the vectors of live chunks."""
+def best_similarities(
+    embedder: Embedder, texts: list[str], *, source_id: int | None = None
+) -> list[float]:
+    """Each text's best cosine similarity to the vectors of live chunks (of that
+    source)."""
     if not texts:
         return []
     best = []
-    live = searchable_chunks(SYSTEM)
+    live = searchable_chunks(
+        SYSTEM, SearchFilters(source_ids=(source_id,)) if source_id else NO_FILTERS
+    )
     for vector in embedder.embed_queries(texts):
         similarity = nearest_similarities(
             embedder, vector, limit=CANDIDATES, searchable=live
@@ -155,6 +168,7 @@ def space_floor_learn(space: EmbeddingSpace, embedder: Embedder) -> float | None
     else:
         floor = round(_quantile(similarities, FLOOR_QUANTILE), 4)
     space.floor = floor
+    space.source_floors = _source_floors(embedder) if floor is not None else {}
     space.floor_learned_at = timezone.now()
     space.floor_chunks = live_chunk_count()
     space.floor_sample = {
@@ -169,9 +183,39 @@ def space_floor_learn(space: EmbeddingSpace, embedder: Embedder) -> float | None
         else {},
     }
     space.save(
-        update_fields=["floor", "floor_learned_at", "floor_chunks", "floor_sample"]
-    )
+        update_fields=["floor", "source_floors", "floor_learned_at", "floor_chunks",
+                       "floor_sample"]
+    )  # fmt: skip
     return floor
+
+
+def _source_floors(embedder: Embedder) -> dict[str, float]:
+    """The floor within each source of at least SOURCE_FLOOR_CHUNKS live chunks,
+    learned as the index's is but from its own words against its own chunks; none
+    when the index is one source (its floor is the index's).
+
+    A search of one source (a filter, the widget, a reader who may read only it)
+    holds its evidence to what unrelated questions reach *among the chunks it
+    searches*: the fewer the chunks, the lower the best similarity a bag of words
+    finds by chance. Held to the floor of a whole index ten times its size, a
+    small source's answers abstain where its own floor would answer them."""
+    sizes = dict(
+        Chunk.objects.live()
+        .values("page__source_id")
+        .annotate(n=Count("pk"))
+        .values_list("page__source_id", "n")
+    )
+    if len(sizes) < 2:
+        return {}
+    floors: dict[str, float] = {}
+    for source_id, size in sorted(sizes.items()):
+        if size < SOURCE_FLOOR_CHUNKS:
+            continue
+        probes = probe_questions(source_id=source_id)
+        found = sorted(best_similarities(embedder, probes, source_id=source_id))
+        if len(found) >= 10:
+            floors[str(source_id)] = round(_quantile(found, FLOOR_QUANTILE), 4)
+    return floors
 
 
 def _quantile(ordered: list[float], q: float) -> float:
