@@ -4,15 +4,19 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('retrieval', '0016_sources_map_readers_words_to_the_docs_words'),
+        ("retrieval", "0016_sources_map_readers_words_to_the_docs_words"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='embeddingspace',
-            name='source_floors',
-            field=models.JSONField(blank=True, default=dict, editable=False, help_text='The floor within each source large enough to learn one, by source id: what a search of that source alone holds its evidence to.'),
+            model_name="embeddingspace",
+            name="source_floors",
+            field=models.JSONField(
+                blank=True,
+                default=dict,
+                editable=False,
+                help_text="The floor within each source large enough to learn one, by source id: what a search of that source alone holds its evidence to.",
+            ),
         ),
     ]
