@@ -39,33 +39,26 @@ from __future__ import annotations
 
 import argparse
 from datetime import timedelta
-from pathlib import Path
 
 from bench.common import django_fresh
-from bench.query import CORPORA, GOLDEN_FILES, HERE, QUALITY_DB, backend, ingest_corpora
+from bench.query import (
+    CORPORA,
+    GOLDEN_FILES,
+    QUALITY_DB,
+    golden_arguments,
+    golden_index,
+    ingest_corpora,
+)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sets", default=",".join(GOLDEN_FILES))
-    parser.add_argument(
-        "--goldens", type=Path, default=HERE, help="the golden sets' directory"
-    )
-    parser.add_argument(
-        "--window",
-        type=int,
-        default=0,
-        help="word pieces per vector of the local model (0: the model's own limit)",
-    )
+    golden_arguments(parser)
     args = parser.parse_args()
     django_fresh(keep=True, database=QUALITY_DB, EMBEDDING_BACKEND="hashing")
-    from django.test import override_settings
 
-    from retrieval.embeddings import get_embedder
     from retrieval.evaluation import golden_load
     from retrieval.models import Pin, QueryLog, Synonym
-    from retrieval.reembed import index_rebuild
-    from retrieval.statistics import index_statistics_refresh
 
     ingest_corpora()
     print(
@@ -73,9 +66,7 @@ def main() -> None:
         f"{'after':>12} {'others':>6} {'r@5 before':>10} {'after':>6} "
         f"{'abst. kept':>10}"
     )
-    with backend("local"), override_settings(EMBEDDING_MAX_INPUT_TOKENS=args.window):
-        *_, done = index_rebuild(target=get_embedder(), keep_old=True)
-        index_statistics_refresh(force=done.texts_embedded > 0)
+    with golden_index(window=args.window):
         sets = {}
         for name in args.sets.split(","):
             golden = golden_load(args.goldens / GOLDEN_FILES[name])

@@ -367,6 +367,40 @@ def backend(name: str):
         yield
 
 
+def golden_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of every benchmark of the golden sets: which sets, where they
+    are, and the local model's window."""
+    parser.add_argument("--sets", default=",".join(GOLDEN_FILES))
+    parser.add_argument(
+        "--goldens", type=Path, default=HERE, help="the golden sets' directory"
+    )
+    parser.add_argument(
+        "--window",
+        type=int,
+        default=0,
+        help="word pieces per vector of the local model (EMBEDDING_MAX_INPUT_TOKENS;"
+        " 0: the model's own limit)",
+    )
+
+
+@contextlib.contextmanager
+def golden_index(name: str = "local", *, window: int = 0):
+    """The quality index served by this backend (and window): the vectors it
+    lacks made, and the word counts and floors learned again (they are part of
+    what is measured). Yields the rebuild's last progress."""
+    from django.test import override_settings
+
+    from retrieval.embeddings import get_embedder
+    from retrieval.reembed import index_rebuild
+    from retrieval.statistics import index_statistics_refresh
+
+    chosen = {"EMBEDDING_MAX_INPUT_TOKENS": window} if window else {}
+    with backend(name), override_settings(**chosen):
+        *_, done = index_rebuild(target=get_embedder(), keep_old=True)
+        index_statistics_refresh(force=True)
+        yield done
+
+
 def ingest_corpora(names: list[str] | None = None) -> None:
     """The documentation sites (``names``: only those) not in the index yet into
     it, each a source of its own, through a real worker cluster."""

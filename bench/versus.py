@@ -29,7 +29,14 @@ from pathlib import Path
 
 from bench.baseline import encode, encoder, index_build, pages_ranked
 from bench.common import django_fresh
-from bench.query import CORPORA, GOLDEN_FILES, HERE, QUALITY_DB, backend, ingest_corpora
+from bench.query import (
+    CORPORA,
+    GOLDEN_FILES,
+    QUALITY_DB,
+    golden_arguments,
+    golden_index,
+    ingest_corpora,
+)
 
 
 def _ranks(expected: frozenset[str], urls: list[str]) -> int | None:
@@ -51,18 +58,8 @@ def _f(value: float | None) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sets", default=",".join(GOLDEN_FILES))
+    golden_arguments(parser)
     parser.add_argument("--json", type=Path, help="write every outcome here")
-    parser.add_argument(
-        "--goldens", type=Path, default=HERE, help="the golden sets' directory"
-    )
-    parser.add_argument(
-        "--window",
-        type=int,
-        default=0,
-        help="word pieces per vector of the local model (EMBEDDING_MAX_INPUT_TOKENS;"
-        " 0: the model's own limit)",
-    )
     parser.add_argument(
         "--backend",
         default="local",
@@ -80,11 +77,8 @@ def main() -> None:
     database = f"{QUALITY_DB}_{'_'.join(names)}" if args.alone else QUALITY_DB
 
     django_fresh(keep=True, database=database, EMBEDDING_BACKEND="hashing")
-    from retrieval.embeddings import get_embedder
     from retrieval.evaluation import golden_load, golden_run
-    from retrieval.reembed import index_rebuild
     from retrieval.searchable import SearchFilters
-    from retrieval.statistics import index_statistics_refresh
     from sources.models import SYSTEM, Source
 
     ingest_corpora(names if args.alone else None)
@@ -95,13 +89,8 @@ def main() -> None:
     )
     rows: list[tuple] = []
     details: dict[str, list] = defaultdict(list)
-    from django.test import override_settings
 
-    window = {"EMBEDDING_MAX_INPUT_TOKENS": args.window} if args.window else {}
-    with backend(args.backend), override_settings(**window):
-        *_, done = index_rebuild(target=get_embedder(), keep_old=True)
-        # Learned again each run: floors are part of what is measured.
-        index_statistics_refresh(force=True)
+    with golden_index(args.backend, window=args.window):
         for name, golden in goldens.items():
             corpus = CORPORA[name]
             source = Source.objects.get(name=corpus.name)

@@ -41,7 +41,7 @@ from retrieval.grouping import (
 )
 from retrieval.models import QueryLog, QueryLogQuerySet, QuestionVector
 from retrieval.search import KEYWORD_WEIGHT, RRF_K, VECTOR_WEIGHT
-from retrieval.searchable import searchable_chunks
+from retrieval.searchable import Searchable, searchable_chunks
 from retrieval.spaces import serving, usage_record
 from sources.models import Caller, Page, Source
 
@@ -271,21 +271,27 @@ def question_groups(
     )
 
 
+def chunks_near(*, group: Group, searchable: Searchable) -> list[sql.VectorCandidate]:
+    """The NEAR_CANDIDATES chunks of ``searchable`` nearest the group's centroid
+    in the serving space, with their similarity."""
+    embedder, _ = serving()
+    return sql.vector_candidates(
+        embedder.space,
+        embedder.dimensions,
+        group.centroid(),
+        limit=NEAR_CANDIDATES,
+        searchable=searchable,
+        terms=(),
+    )
+
+
 def pages_near(
     *, group: Group, user: Caller, limit: int = NEAR_PAGES
 ) -> list[NearPage]:
     """The live pages ``user`` may see whose chunks are nearest the group's
     centroid, nearest first, with that similarity: what the index holds closest
     to what was asked (a low similarity: nothing covers it)."""
-    embedder, _ = serving()
-    rows = sql.vector_candidates(
-        embedder.space,
-        embedder.dimensions,
-        group.centroid(),
-        limit=NEAR_CANDIDATES,
-        searchable=searchable_chunks(user),
-        terms=(),
-    )
+    rows = chunks_near(group=group, searchable=searchable_chunks(user))
     best: dict[int, float] = {}
     for row in rows:
         best[row.page_id] = max(row.similarity, best.get(row.page_id, -1.0))

@@ -28,9 +28,9 @@ from datetime import datetime
 from kbsite.text import STOPWORDS
 from retrieval import sql
 from retrieval.asked import (
-    NEAR_CANDIDATES,
     Concern,
     answered_from,
+    chunks_near,
     pages_near,
     question_groups,
 )
@@ -40,7 +40,6 @@ from retrieval.grouping import Group
 from retrieval.keywords import TOKEN
 from retrieval.models import Chunk, Synonym
 from retrieval.searchable import SearchFilters, searchable_chunks
-from retrieval.spaces import serving
 from retrieval.synonyms import singulars
 from sources.models import Caller, Page, Source
 
@@ -197,14 +196,9 @@ def _section_near(group: Group, page: Page, user: Caller) -> list[str]:
     """The heading path of the page's chunk nearest the group's centroid, the
     innermost heading first (the page's title when none of its chunks is among
     the nearest)."""
-    embedder, _ = serving()
-    rows = sql.vector_candidates(
-        embedder.space,
-        embedder.dimensions,
-        group.centroid(),
-        limit=NEAR_CANDIDATES,
+    rows = chunks_near(
+        group=group,
         searchable=searchable_chunks(user, SearchFilters(source_ids=(page.source_id,))),
-        terms=(),
     )
     on_page = [row for row in rows if row.page_id == page.pk]
     if not on_page:

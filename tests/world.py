@@ -144,20 +144,21 @@ class IngestWorld(TestCase):
     def page(self, url: str = f"{SITE}/install/") -> Page:
         return Page.objects.get(url=url)
 
-    def serve_from_fake_openai(self, **settings: object) -> FakeOpenAI:
-        """Embed through a fake OpenAI API whose space serves, as if the site had
-        always run on it; the fake stops with the test."""
-        api = self.enterContext(FakeOpenAI())
-        self.enterContext(
-            override_settings(
-                EMBEDDING_BACKEND="openai",
-                EMBEDDING_MODEL="text-embedding-3-small",
-                EMBEDDING_DIMENSIONS=64,
-                OPENAI_API_KEY="sk-test",
-                OPENAI_BASE_URL=api.base_url,
-                **settings,
-            )
-        )
+    def serve_from_fake_openai(
+        self, api: FakeOpenAI | None = None, **settings: object
+    ) -> FakeOpenAI:
+        """Embed through a fake OpenAI API (``api``, or one of text-embedding-3's)
+        whose space serves, as if the site had always run on it; ``settings``
+        replace the defaults. The fake stops with the test."""
+        api = self.enterContext(api or FakeOpenAI())
+        values: dict[str, object] = {
+            "EMBEDDING_BACKEND": "openai",
+            "EMBEDDING_MODEL": "text-embedding-3-small",
+            "EMBEDDING_DIMENSIONS": 64,
+            "OPENAI_API_KEY": "sk-test",
+            "OPENAI_BASE_URL": api.base_url,
+        }
+        self.enterContext(override_settings(**{**values, **settings}))
         embedder = get_embedder()
         space = space_register(name=embedder.space, dimensions=embedder.dimensions)
         space_switch(to=space, keep_old=True)

@@ -5,12 +5,10 @@ a server that does not read the field."""
 from __future__ import annotations
 
 import pytest
-from django.test import override_settings
 from openai import BadRequestError
 
 from retrieval.embeddings import get_embedder
 from retrieval.questions import question_answer
-from retrieval.spaces import space_register, space_switch
 from sources.models import SYSTEM
 from tests.fakes.openai_api import FakeOpenAI
 from tests.world import HarborWorld, harbor_load
@@ -24,24 +22,15 @@ class InputTypesTests(HarborWorld):
         pass  # each test loads Harbor through its own server
 
     def served_by(self, api: FakeOpenAI, *, input_types: bool) -> None:
-        self.enterContext(
-            override_settings(
-                EMBEDDING_BACKEND="openai",
-                EMBEDDING_MODEL="multilingual-e5-small-q4",
-                EMBEDDING_DIMENSIONS=64,
-                OPENAI_API_KEY="not-needed",
-                OPENAI_BASE_URL=api.base_url,
-                EMBEDDING_INPUT_TYPES=input_types,
-            )
-        )
-        embedder = get_embedder()
-        space_switch(
-            to=space_register(name=embedder.space, dimensions=embedder.dimensions),
-            keep_old=True,
+        self.serve_from_fake_openai(
+            api,
+            EMBEDDING_MODEL="multilingual-e5-small-q4",
+            OPENAI_API_KEY="not-needed",
+            EMBEDDING_INPUT_TYPES=input_types,
         )
 
     def test_passages_go_as_passages_and_questions_as_queries(self):
-        api = self.enterContext(FakeOpenAI(input_types=True, dimensions=64))
+        api = FakeOpenAI(input_types=True, dimensions=64)
         self.served_by(api, input_types=True)
         assert get_embedder().space == ("openai/multilingual-e5-small-q4+input_type/64")
         harbor_load()
@@ -56,9 +45,7 @@ class InputTypesTests(HarborWorld):
         assert "harbor queue pause" in answer.answer
 
     def test_off_nothing_is_sent_that_openai_would_refuse(self):
-        api = self.enterContext(
-            FakeOpenAI(dimensions=64)
-        )  # refuses input_type, as OpenAI does
+        api = FakeOpenAI(dimensions=64)  # refuses input_type, as OpenAI does
         self.served_by(api, input_types=False)
         assert get_embedder().space == "openai/multilingual-e5-small-q4/64"
         harbor_load()
@@ -66,7 +53,7 @@ class InputTypesTests(HarborWorld):
         assert not answer.abstained and api.typed == []
 
     def test_on_against_a_server_that_does_not_read_the_field_fails_loudly(self):
-        api = self.enterContext(FakeOpenAI(dimensions=64))
+        api = FakeOpenAI(dimensions=64)
         self.served_by(api, input_types=True)
         with pytest.raises(BadRequestError, match="input_type"):
             get_embedder().embed_queries([QUESTION])
