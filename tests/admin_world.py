@@ -59,6 +59,25 @@ def editor_create(username: str = "editor"):
     return user
 
 
+# Group B's site, beside the open sources of a test's world.
+BETA = "https://beta.example.net"
+
+
+def two_groups_add(cls) -> None:
+    """Group B's source *Beta ops* (``BETA``) beside the world's open sources, and
+    their people: carol edits for group B (she sees the open sources and Beta),
+    alice for group A (the open sources only), bob reads for group B."""
+    group_b = Group.objects.create(name="readers-b")
+    cls.beta = Source.objects.create(name="Beta ops", seed_urls=f"{BETA}/")
+    cls.beta.allowed_groups.add(group_b)
+    cls.carol = editor_create("carol")
+    cls.carol.groups.add(group_b)
+    cls.alice = editor_create("alice")
+    cls.alice.groups.add(Group.objects.create(name="editors-a"))
+    cls.bob = get_user_model().objects.create_user("bob")
+    cls.bob.groups.add(group_b)
+
+
 class AdminWorld(TestCase):
     @classmethod
     def setUpTestData(cls):

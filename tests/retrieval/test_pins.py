@@ -16,7 +16,7 @@ from retrieval.questions import question_answer, search_run
 from retrieval.searchable import SearchFilters
 from retrieval.spaces import serving
 from sources.models import Source
-from tests.admin_world import editor_create
+from tests.admin_world import BETA, editor_create, two_groups_add
 from tests.world import FIXTURES, HarborWorld, harbor_url, ingest_markdown
 
 ANSWER_WITH = reverse("admin:retrieval_pin_answer")
@@ -28,7 +28,6 @@ ASKED = "Where do my jobs go when they fail for good?"
 ALIKE = "where do my jobs go when they fail for good"
 REWORDED = "Where do jobs go when they fail for good?"
 UNRELATED = "How do I change the default timeout?"
-BETA = "https://beta.example.net"
 
 
 def dead_letters() -> Chunk:
@@ -185,16 +184,8 @@ class AnswerThisWithTests(PinWorld):
     @classmethod
     def setUpTestData(cls):
         super().setUpTestData()
-        group_b = Group.objects.create(name="readers-b")
-        cls.beta = Source.objects.create(name="Beta ops", seed_urls=f"{BETA}/")
-        cls.beta.allowed_groups.add(group_b)
+        two_groups_add(cls)  # carol sees Harbor (open) and Beta, alice Harbor only
         ingest_markdown(f"{BETA}/jobs/", "# Jobs\n\n## Failed jobs\n\nThey stay.")
-        cls.carol = editor_create("carol")  # sees Harbor (open) and Beta
-        cls.carol.groups.add(group_b)
-        cls.alice = editor_create("alice")  # sees Harbor only
-        cls.alice.groups.add(Group.objects.create(name="editors-a"))
-        cls.bob = User.objects.create_user("bob")
-        cls.bob.groups.add(group_b)
 
     def setUp(self):
         for question in (ASKED, ALIKE, ASKED):

@@ -8,7 +8,7 @@ import csv
 import io
 from datetime import timedelta
 
-from django.contrib.auth.models import AnonymousUser, Group, Permission, User
+from django.contrib.auth.models import AnonymousUser, Permission, User
 from django.test import override_settings
 from django.urls import reverse
 from django.utils import timezone
@@ -20,8 +20,7 @@ from retrieval.questions import query_feedback_record, question_answer
 from retrieval.search import chunks_search
 from retrieval.spaces import serving
 from retrieval.tasks import question_vectors_fill_task
-from sources.models import Source
-from tests.admin_world import ESCAPED, XSS, editor_create
+from tests.admin_world import BETA, ESCAPED, XSS, editor_create, two_groups_add
 from tests.world import HarborWorld, harbor_url, ingest_markdown
 
 PAGE = reverse("admin:retrieval_querylog_questions")
@@ -39,7 +38,6 @@ DOUBTFUL = [
     "What happens when a job uses all its retries?",
     "what happens when a job uses all its retries",
 ]
-BETA = "https://beta.example.net"
 BETA_PAGE = """# Barman restores
 
 ## Restoring with Barman
@@ -292,16 +290,8 @@ class WhoSeesWhichQuestionsTests(QuestionsWorld):
     @classmethod
     def setUpTestData(cls):
         super().setUpTestData()
-        group_b = Group.objects.create(name="readers-b")
-        cls.beta = Source.objects.create(name="Beta ops", seed_urls=f"{BETA}/")
-        cls.beta.allowed_groups.add(group_b)
+        two_groups_add(cls)
         ingest_markdown(f"{BETA}/barman/", BETA_PAGE)
-        cls.alice = editor_create("alice")
-        cls.alice.groups.add(Group.objects.create(name="editors-a"))
-        cls.carol = editor_create("carol")
-        cls.carol.groups.add(group_b)
-        cls.bob = User.objects.create_user("bob")
-        cls.bob.groups.add(group_b)
 
     def setUp(self):
         # Bob could search Beta: his unanswered question and his answer from Beta,

@@ -17,14 +17,13 @@ from retrieval.search import SearchMode, chunks_search
 from retrieval.searchable import SearchFilters
 from retrieval.synonyms import question_widened, synonyms_in
 from sources.models import SYSTEM, Source
-from tests.admin_world import editor_create
+from tests.admin_world import BETA, editor_create, two_groups_add
 from tests.world import HarborWorld, harbor_url, ingest_markdown
 
 SYNONYMS = reverse("admin:retrieval_synonym_changelist")
 ADD = reverse("admin:retrieval_synonym_add")
 SUGGESTIONS = reverse("admin:retrieval_synonym_suggestions")
 QUESTIONS = reverse("admin:retrieval_querylog_questions")
-BETA = "https://beta.example.net"
 # A reader's word no page of Harbor's holds, for what its retries page calls the
 # dead letter queue.
 GRAVEYARD = "Where is the graveyard?"
@@ -184,13 +183,7 @@ class SynonymAdminTests(SynonymWorld):
     @classmethod
     def setUpTestData(cls):
         super().setUpTestData()
-        group_b = Group.objects.create(name="readers-b")
-        cls.beta = Source.objects.create(name="Beta ops", seed_urls=f"{BETA}/")
-        cls.beta.allowed_groups.add(group_b)
-        cls.carol = editor_create("carol")  # sees Harbor (open) and Beta
-        cls.carol.groups.add(group_b)
-        cls.alice = editor_create("alice")  # sees Harbor only
-        cls.alice.groups.add(Group.objects.create(name="editors-a"))
+        two_groups_add(cls)  # carol sees Harbor (open) and Beta, alice Harbor only
 
     def test_an_editor_adds_a_synonym_to_a_source_they_see_normalised(self):
         self.client.force_login(self.alice)
