@@ -43,14 +43,22 @@ INDEX_ON_16 = textwrap.dedent(
     executor.migrate([node for node in leaves if node[0] != "retrieval"]
                      + [("retrieval", "0007_querylog_feedback")])
     emit_post_migrate_signal(0, False, "default")
-    # The product of then kept no answers to check again (retrieval 0010 is not
-    # applied here): its ingest did not look for them.
+    # The product of then kept no answers to check again, nor pins (retrieval 0010
+    # and 0015 are not applied here): its ingest did not look for them.
     from retrieval import indexing
     indexing.answers_mark_stale = lambda **kwargs: 0
+    indexing.pins_review = lambda **kwargs: 0
+    # Nor floors per source (0017): today's model reads and writes that column,
+    # so it stands in while the pages come in, and goes before the upgrade.
+    with connection.cursor() as cursor:
+        cursor.execute("ALTER TABLE retrieval_embeddingspace "
+                       "ADD COLUMN source_floors jsonb NOT NULL DEFAULT '{}'")
     from tests.world import harbor_load
     harbor_load()
     from tests.kbsite.test_embedded_upgrade import counts
     print(json.dumps(counts()))
+    with connection.cursor() as cursor:
+        cursor.execute("ALTER TABLE retrieval_embeddingspace DROP COLUMN source_floors")
     """
 )
 

@@ -337,11 +337,13 @@ def index_of(name: str) -> str | None:
 def test_vector_indexes_move_to_half_precision_and_back(capsys):
     import hashlib
 
-    from retrieval.models import Embedding, EmbeddingSpace
+    from retrieval.models import Embedding
     from retrieval.spaces import embedding_index_name
 
-    migrate(BEFORE_HALF_PRECISION)
-    space = EmbeddingSpace.objects.create(
+    executor = migrate(BEFORE_HALF_PRECISION)
+    # The model as it was then: later fields have no column yet.
+    old = executor.loader.project_state(BEFORE_HALF_PRECISION).apps
+    space = old.get_model("retrieval", "EmbeddingSpace").objects.create(
         name="test/old/8", backend="hashing", model="old", dimensions=8,
         state="building",
     )  # fmt: skip
