@@ -416,16 +416,6 @@ class QuestionVector(models.Model):
         return f"{self.space} vector of log {self.log_id}"
 
 
-class PinQuerySet(models.QuerySet["Pin"]):
-    def in_force(self) -> PinQuerySet:
-        """Pins that answer: not waiting for review, their page still there."""
-        return self.filter(state=Pin.State.ACTIVE, page__isnull=False)
-
-    def to_review(self) -> PinQuerySet:
-        """Pins an editor must look at again: their section changed or went."""
-        return self.filter(Q(state=Pin.State.REVIEW) | Q(page__isnull=True))
-
-
 class Pin(models.Model):
     """A section an editor chose to answer a group of readers' questions with
     (``retrieval.pins``): those questions, and new ones as near them as a question
@@ -463,8 +453,6 @@ class Pin(models.Model):
         settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
     )
     created_at = models.DateTimeField(auto_now_add=True)
-
-    objects = PinQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created_at"]

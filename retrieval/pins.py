@@ -82,6 +82,18 @@ def section_chunks(chunk: Chunk) -> list[Chunk]:
     return chunks[first : last + 1]
 
 
+def _section_held(chunk: Chunk) -> dict[str, object]:
+    """What a pin holds of ``chunk``'s section as it reads now: the chunk picked,
+    every chunk of the section by text hash, its anchor and an excerpt."""
+    section = section_chunks(chunk)
+    return {
+        "chunk_hash": chunk.embed_hash,
+        "section_hashes": [c.embed_hash for c in section],
+        "anchor": chunk.anchor,
+        "excerpt": "\n\n".join(c.text for c in section)[:EXCERPT_CHARS],
+    }
+
+
 def pin_create(*, chunk: Chunk, questions: Sequence[str], user: Caller) -> Pin:
     """Pin ``chunk``'s section to answer ``questions`` (each distinct question
     once, as first spelled). The questions are embedded before the transaction:
@@ -94,7 +106,6 @@ def pin_create(*, chunk: Chunk, questions: Sequence[str], user: Caller) -> Pin:
     if not texts:
         raise ValueError("A pin needs at least one question.")
     vectors = _embedded(texts)
-    section = section_chunks(chunk)
     page = chunk.page
     with transaction.atomic():
         pin = Pin.objects.create(
@@ -102,11 +113,8 @@ def pin_create(*, chunk: Chunk, questions: Sequence[str], user: Caller) -> Pin:
             url=page.url,
             title=page.title[:500],
             heading=chunk.heading,
-            anchor=chunk.anchor,
-            chunk_hash=chunk.embed_hash,
-            section_hashes=[c.embed_hash for c in section],
-            excerpt="\n\n".join(c.text for c in section)[:EXCERPT_CHARS],
             created_by_id=getattr(user, "pk", None),
+            **_section_held(chunk),
         )
         PinQuestion.objects.bulk_create(
             PinQuestion(pin=pin, text=text, space=space, vector=vector)
@@ -127,11 +135,8 @@ def pin_renew(pin: Pin) -> bool:
     )
     if chunk is None or pin.page is None or not pin.page.is_live:
         return False
-    section = section_chunks(chunk)
-    pin.chunk_hash = chunk.embed_hash
-    pin.section_hashes = [c.embed_hash for c in section]
-    pin.anchor = chunk.anchor
-    pin.excerpt = "\n\n".join(c.text for c in section)[:EXCERPT_CHARS]
+    for name, value in _section_held(chunk).items():
+        setattr(pin, name, value)
     pin.state = Pin.State.ACTIVE
     pin.reason = ""
     pin.review_since = None
