@@ -119,6 +119,8 @@ class SearchResult:
     hits: list[Hit]  # ranked, whether or not they are evidence enough
     abstained: bool  # they are not: an answer from them would be a guess
     evidence: Evidence
+    # The chunks it could return (who may read what cost a query).
+    searchable: Searchable
     chunk_ids: list[int] = field(default_factory=list)
     candidates: int = 0  # chunks the vector side found among the searchable ones
     # The embedder that ranked by vectors and its vector of the query, widened by
@@ -174,7 +176,7 @@ def chunks_search(
     match = pin_match(
         vector=result.question_vector,
         space=result.embedder.space,
-        searchable=searchable_chunks(user, filters),
+        searchable=result.searchable,
         floor=result.evidence.floor,
     )
     return result if match is None else _pinned(result, match, k=k, per_page=per_page)
@@ -197,8 +199,7 @@ def _scoped(
     wide = _search(
         query, user, 1, 1, NO_FILTERS, mode, result.embedder, _vectors(result, query)
     )
-    scoped = searchable_chunks(user, filters)
-    if wide.abstained or not wide.hits or not _within(wide.hits[0], scoped):
+    if wide.abstained or not wide.hits or not _within(wide.hits[0], result.searchable):
         return result
     for hit in result.hits:
         hit.confident = _confident(hit, wide.evidence, result.terms)
@@ -328,6 +329,7 @@ def _search(
         widened=widened,
         lead=page_lead(fused),
         terms=terms,
+        searchable=searchable,
     )
 
 
