@@ -218,9 +218,9 @@ class PinnedSectionsPageAdmin(admin.ModelAdmin):
 
 
 def _questions(pin: Pin) -> str:
-    texts = list(pin.questions.values_list("text", flat=True)[:2])
-    more = pin.questions.count() - len(texts)
-    shown = "; ".join(f"“{text}”" for text in texts)
+    texts = list(pin.questions.values_list("text", flat=True))
+    more = len(texts) - 2
+    shown = "; ".join(f"“{text}”" for text in texts[:2])
     return f"{shown} and {more} more" if more > 0 else shown
 
 

@@ -98,10 +98,10 @@ def pin_create(*, chunk: Chunk, questions: Sequence[str], user: Caller) -> Pin:
     """Pin ``chunk``'s section to answer ``questions`` (each distinct question
     once, as first spelled). The questions are embedded before the transaction:
     the model may be an API."""
-    texts = list(dict.fromkeys(q.strip() for q in questions if q.strip()))
     distinct: dict[str, str] = {}
-    for text in texts:
-        distinct.setdefault(question_key(text), text)
+    for text in (q.strip() for q in questions):
+        if text:
+            distinct.setdefault(question_key(text), text)
     texts = list(distinct.values())[:PIN_QUESTIONS]
     if not texts:
         raise ValueError("A pin needs at least one question.")
