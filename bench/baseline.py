@@ -59,8 +59,8 @@ def passages_of(markdown: str, *, words: int = PASSAGE_WORDS) -> list[str]:
 def page_passages(corpora: Iterable[Corpus]) -> tuple[list[str], list[str], dict]:
     """(passages, their page URLs, page URL -> corpus name) of every page, read as
     the product reads a page (main content to Markdown, normalized)."""
-    from ingest.extract import html_to_page
-    from ingest.normalize import normalize
+    from ingest.reading.extract import html_to_page
+    from ingest.reading.normalize import normalize
 
     texts: list[str] = []
     urls: list[str] = []

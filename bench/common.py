@@ -185,8 +185,8 @@ def deliver_all(name: str, pages: list[tuple[str, str, int]]) -> Round:
 
 def queue_deliveries(name: str, pages: list[tuple[str, str, int]]) -> dict[str, int]:
     """Store and queue (url, html, status) pages as the webhook does; url → id."""
-    from ingest import wire
-    from ingest.queueing import delivery_receive
+    from ingest.delivery.queue import delivery_receive
+    from ingest.reading import wire
 
     ids = {}
     for number, (url, html, status) in enumerate(pages):

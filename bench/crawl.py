@@ -202,7 +202,7 @@ def fidelity(root: Path, base: str) -> None:
     every code block of the original page's main content."""
     from selectolax.lexbor import LexborHTMLParser
 
-    from ingest.extract import CHROME, DEFAULT_SELECTORS, PERMALINK_TEXTS
+    from ingest.reading.extract import CHROME, DEFAULT_SELECTORS, PERMALINK_TEXTS
     from kbsite.text import fenced
     from sources.models import Page
 

@@ -66,8 +66,8 @@ def recrawl(first: list, rng: random.Random):
 
 
 def chunking_throughput(corpus: list[tuple[str, str]]) -> str:
-    from ingest.extract import html_to_page
-    from ingest.normalize import normalize
+    from ingest.reading.extract import html_to_page
+    from ingest.reading.normalize import normalize
     from retrieval.chunking import chunk_markdown
 
     started = time.perf_counter()

@@ -112,10 +112,10 @@ def deliveries(name: str, crafted: str, count: int) -> list[float]:
     as the webhook does, then processed as the worker does."""
     from django_q.models import OrmQ
 
-    from ingest import wire
+    from ingest.delivery.job import delivery_process
+    from ingest.delivery.queue import delivery_receive
     from ingest.models import Delivery
-    from ingest.process import delivery_process
-    from ingest.queueing import delivery_receive
+    from ingest.reading import wire
 
     seconds = []
     for number in range(count):
@@ -139,7 +139,7 @@ def deliveries(name: str, crafted: str, count: int) -> list[float]:
 
 def calls(victim, subscription, crafted: str, repeat: int = 50) -> dict[str, float]:
     """Milliseconds of each call a delivery makes that runs the patterns."""
-    from ingest.pipeline import source_content
+    from ingest.delivery.steps import source_content
     from sources.scope import ScopeMap
 
     url = f"{VICTIM}/calls/{crafted}"

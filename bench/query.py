@@ -66,8 +66,8 @@ PORT = 8766
 
 
 def paragraphs_and_headings() -> tuple[list[str], list[str]]:
-    from ingest.extract import html_to_page
-    from ingest.normalize import normalize
+    from ingest.reading.extract import html_to_page
+    from ingest.reading.normalize import normalize
     from kbsite.text import heading_id
 
     paragraphs, headings = [], []

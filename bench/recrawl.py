@@ -88,8 +88,8 @@ def round_trips(corpus: list[tuple[str, str, int]]) -> dict[str, list[int]]:
     from django.test.utils import CaptureQueriesContext
     from django_q.models import OrmQ
 
+    from ingest.delivery.job import delivery_process
     from ingest.models import Delivery
-    from ingest.process import delivery_process
 
     heading_end = re.compile(r"</h[1-3]>")
     edited = [

@@ -63,7 +63,7 @@ def main() -> None:
     from django.test.utils import CaptureQueriesContext
 
     from ingest.models import Push
-    from ingest.recrawl import recrawl_due
+    from ingest.planning.recrawl import recrawl_due
     from sources.models import Source
     from sources.replan import source_schedule_replan
 

@@ -58,7 +58,7 @@ def _source_saved(
     to none: every page is checked again once the change commits, whichever screen,
     command or job made it."""
     if created or update_fields is None or update_fields & SCOPE_FIELDS:
-        from ingest.rescope import pages_rescope_soon
+        from ingest.delivery.rescope import pages_rescope_soon
 
         pages_rescope_soon()
 
@@ -94,7 +94,8 @@ class IngestConfig(AppConfig):
     def ready(self) -> None:
         from django_q.signals import post_spawn  # imports models: not before now
 
-        from ingest import checks, schema  # noqa: F401  (registered on import)
+        from ingest import checks  # noqa: F401  (registered on import)
+        from ingest.delivery import schema  # noqa: F401  (registered on import)
         from kbsite.queue_broker import database_back
 
         post_migrate.connect(_ensure_schedules, sender=self)

@@ -4,7 +4,7 @@ from django.conf import settings
 from django.core.checks import Tags, Warning, register
 from django.db import DatabaseError, connection
 
-from ingest.fetcher_kinds import kinds_where
+from ingest.fetchers.kinds import kinds_where
 from ingest.models import Subscription
 from ingest.notify.filters import lines_of, url_pattern
 from sources.models import Source

@@ -8,7 +8,7 @@ from django.db.models import F, Q
 from django.db.models.functions import Now
 from django.utils import timezone
 
-from ingest.fetcher_kinds import FetcherKind, fetcher_kind
+from ingest.fetchers.kinds import FetcherKind, fetcher_kind
 from kbsite.models import HashedKey
 
 # How long a queued delivery waits before the sweep asks where its job is.
@@ -106,7 +106,7 @@ class DeliveryQuerySet(models.QuerySet["Delivery"]):
 
     def stalled(self, *, now: datetime, restarted_at: datetime) -> DeliveryQuerySet:
         """Deliveries that should be moving and may have lost their job: claimed
-        (whether by a run still alive is ``ingest.claims``' to say), or queued.
+        (whether by a run still alive is ``ingest.delivery.claim``' to say), or queued.
         A queued delivery's job is written with it, so it counts after a few
         seconds (the clocks of the hosts that write the queue), or at once if it
         was queued before the database last started (a job taken then may have
@@ -621,7 +621,8 @@ class PublishCheck(models.Model):
         blank=True,
         editable=False,
         help_text="While it runs, where reading its sitemaps stands between two of "
-        "its jobs (ingest.sitemap_seeds.SitemapReading): the files still to read.",
+        "its jobs (ingest.planning.sitemap_seeds.SitemapReading): the files still "
+        "to read.",
     )
 
     class Meta:

@@ -13,9 +13,9 @@ from typing import Any
 from django.db import DatabaseError, transaction
 
 from ingest.crawl.jobs import crawls_resume
+from ingest.delivery.queue import deliveries_requeue_stalled
 from ingest.models import Crawl
-from ingest.publish import publish_checks_resume
-from ingest.queueing import deliveries_requeue_stalled
+from ingest.publish.services import publish_checks_resume
 from sources.models import Source
 
 logger = logging.getLogger(__name__)

@@ -3,20 +3,20 @@
 from __future__ import annotations
 
 from ingest.crawl.jobs import crawl_work
+from ingest.delivery.job import delivery_process
+from ingest.delivery.queue import deliveries_bodies_expire, deliveries_requeue_stalled
+from ingest.delivery.rederive import source_pages_rederive, sources_boilerplate_refresh
+from ingest.delivery.rescope import pages_rescope
 from ingest.notify.services import (
     notifications_prune,
     notifications_send,
     notifications_send_soon,
 )
-from ingest.process import delivery_process
-from ingest.publish import publish_check_run
-from ingest.pushing import PushingUnavailable, pushes_send
-from ingest.queueing import deliveries_bodies_expire, deliveries_requeue_stalled
-from ingest.recrawl import pushes_send_soon, recrawl_due
-from ingest.rederive import source_pages_rederive, sources_boilerplate_refresh
-from ingest.rescope import pages_rescope
+from ingest.planning.recrawl import pushes_send_soon, recrawl_due
+from ingest.planning.sitemap_seeds import source_sitemaps_push
+from ingest.publish.services import publish_check_run
+from ingest.pushing.services import PushingUnavailable, pushes_send
 from ingest.resume import running_resume
-from ingest.sitemap_seeds import source_sitemaps_push
 from sources.models import Source
 
 # One run sends for at most this long, then hands over to a fresh job, so that a

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from ingest.views import CrawlbaseWebhookView
+from ingest.delivery.webhook import CrawlbaseWebhookView
 
 app_name = "ingest"
 urlpatterns = [

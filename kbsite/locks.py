@@ -51,12 +51,13 @@ PUSH_SENDER = AdvisoryLock(
     "push sender",
     0x6B62_7075,  # "kbpu"
     "the one process sending pushes to Crawlbase, so that CRAWLBASE_PUSH_RATE "
-    "holds across workers (ingest.pushing; a session lock, tried)",
+    "holds across workers (ingest.pushing.services; a session lock, tried)",
 )
 RECRAWL_PLANNER = AdvisoryLock(
     "recrawl planner",
     0x6B62_706C,  # "kbpl"
-    "one planner of due pages at a time (ingest.recrawl; a transaction lock, tried)",
+    "one planner of due pages at a time (ingest.planning.recrawl; a transaction "
+    "lock, tried)",
 )
 WORD_COUNTS = AdvisoryLock(
     "word counts",
@@ -75,7 +76,8 @@ DELIVERY_RUNS = AdvisoryLock(
     "delivery runs",
     0x6B62_646C,  # "kbdl"
     "a delivery's run, keyed by the delivery's id: one run at a time, and the "
-    "sweep tells a lost job from a live one (ingest.claims; session locks, tried)",
+    "sweep tells a lost job from a live one (ingest.delivery.claim; session locks, "
+    "tried)",
     space=True,
 )
 NOTIFY_SENDERS = AdvisoryLock(

@@ -4,7 +4,7 @@ from django.urls import include, path, re_path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from ingest.dashboard import dashboard
+from ingest.stats.dashboard import dashboard
 from kbsite.views import healthz
 from retrieval.views import answer_page, ask, ask_feedback, widget_script
 

@@ -13,9 +13,9 @@ from django.contrib.auth.models import Group, Permission
 from django.test import TestCase
 from django.utils import timezone
 
-from ingest.boilerplate import line_shape, shape_hash
 from ingest.models import Crawl, CrawlUrl, Delivery, PublishCheck, Push
-from ingest.publish import publish_token_create
+from ingest.publish.services import publish_token_create
+from ingest.reading.boilerplate import line_shape, shape_hash
 from retrieval.models import Chunk, Embedding, EmbeddingUsage, QueryLog
 from sources.models import SYSTEM, LineShape, Page, PageVersion, Source
 

@@ -35,7 +35,7 @@ from django.test.utils import override_settings, setup_test_environment  # noqa:
 from rest_framework.authtoken.models import Token  # noqa: E402
 from rest_framework.test import APIClient  # noqa: E402
 
-from ingest.process import delivery_process  # noqa: E402
+from ingest.delivery.job import delivery_process  # noqa: E402
 from kbsite.parallel import settle  # noqa: E402
 from retrieval.models import Chunk, QueryLog  # noqa: E402
 from sources.models import Source  # noqa: E402

@@ -276,9 +276,9 @@ def test_a_first_crawl_indexing_when_a_recrawl_is_due_shows_one_true_progress(
     and the overview and the Crawls list say the crawl is indexing."""
     from selenium.webdriver.common.by import By
 
+    from ingest.delivery.queue import TASK as DELIVERY_TASK
     from ingest.models import Crawl
-    from ingest.queueing import TASK as DELIVERY_TASK
-    from ingest.recrawl import recrawl_due
+    from ingest.planning.recrawl import recrawl_due
 
     settings.CRAWL_ALLOW_PRIVATE_ADDRESSES = True
     site = FakeSite()

@@ -9,10 +9,10 @@ from pathlib import Path
 from django.test import TestCase, override_settings
 from django.utils import timezone
 
-from ingest import wire
+from ingest.delivery.job import delivery_process
+from ingest.delivery.queue import delivery_receive
 from ingest.models import Delivery, Push
-from ingest.process import delivery_process
-from ingest.queueing import delivery_receive
+from ingest.reading import wire
 from retrieval.embeddings import get_embedder
 from retrieval.spaces import space_register, space_switch
 from retrieval.statistics import index_statistics_refresh

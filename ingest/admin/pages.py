@@ -13,9 +13,9 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html_join
 
-from ingest.admin.plans import plan_report
 from ingest.models import Delivery
-from ingest.recrawl import RECRAWL_PERMISSION, pages_recrawl
+from ingest.planning.admin import plan_report
+from ingest.planning.recrawl import RECRAWL_PERMISSION, pages_recrawl
 from kbsite.admin_utils import ago, number, tokens_cost
 from retrieval.chunking import chunk_markdown
 from sources.models import Page, PageVersion

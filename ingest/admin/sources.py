@@ -23,17 +23,17 @@ from django.utils.safestring import mark_safe
 from django.utils.timesince import timeuntil
 from django.views.decorators.http import require_POST
 
-from ingest import stats
-from ingest.admin.crawls import progress_html, status_html
-from ingest.admin.plans import plan_report, seeds_report
+from ingest.crawl.admin import progress_html, status_html
 from ingest.crawl.claims import hosts_paused
 from ingest.crawl.progress import crawl_progress
 from ingest.crawl.robots import origin_of
-from ingest.fetcher_kinds import fetcher_kind
+from ingest.delivery.rederive import READING_FIELDS, source_reading_changed
+from ingest.fetchers.kinds import fetcher_kind
 from ingest.models import Delivery, Subscription
-from ingest.publish import publish_check_request
-from ingest.recrawl import RECRAWL_PERMISSION, recrawl_due, source_crawl_start
-from ingest.rederive import READING_FIELDS, source_reading_changed
+from ingest.planning.admin import plan_report, seeds_report
+from ingest.planning.recrawl import RECRAWL_PERMISSION, recrawl_due, source_crawl_start
+from ingest.publish.services import publish_check_request
+from ingest.stats import counts as stats
 from kbsite.admin_utils import ago, number, tokens_cost
 from sources.models import PageVersion, Source
 

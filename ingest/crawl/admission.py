@@ -15,7 +15,7 @@ from django.utils import timezone
 from ingest import sql
 from ingest.crawl.links import looks_like_page
 from ingest.crawl.robots import origin_of
-from ingest.crawl.safety import scheme_refusal, url_unusable
+from ingest.fetchers.safety import scheme_refusal, url_unusable
 from ingest.models import Crawl, CrawlUrl
 from kbsite.canonical import canonical_url
 from sources.models import Page

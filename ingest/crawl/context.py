@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ingest.crawl.fetchers import Fetcher, Response
 from ingest.crawl.links import PageFacts
 from ingest.crawl.robots import RobotsCache
+from ingest.fetchers.http import Fetcher, Response
 from ingest.models import Crawl
 from sources.scope import ScopeMap
 

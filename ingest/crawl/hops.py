@@ -11,16 +11,16 @@ from django.conf import settings
 
 from ingest.crawl import claims
 from ingest.crawl.context import Again, Context, Reached, Stop
-from ingest.crawl.fetchers import MAX_REDIRECTS, FetchError, Response
 from ingest.crawl.reading import page_read
 from ingest.crawl.robots import RobotsUnreachable, origin_of
-from ingest.crawl.safety import (
+from ingest.crawl.sitemaps import sitemaps_discover
+from ingest.fetchers.http import MAX_REDIRECTS, FetchError, Response
+from ingest.fetchers.safety import (
     Refused,
     hosted_refusal,
     scheme_refusal,
     url_unusable,
 )
-from ingest.crawl.sitemaps import sitemaps_discover
 from ingest.models import CrawlUrl
 from kbsite.canonical import canonical_url
 from sources.models import Page

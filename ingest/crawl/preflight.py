@@ -19,14 +19,14 @@ from dataclasses import dataclass
 from django.conf import settings
 
 from ingest.crawl.robots import origin_of, robots_stored_allows
-from ingest.crawl.safety import (
+from ingest.fetchers.kinds import fetcher_kind
+from ingest.fetchers.safety import (
     Refused,
     hosted_refusal,
     scheme_refusal,
     url_check,
     url_unusable,
 )
-from ingest.fetcher_kinds import fetcher_kind
 from kbsite.canonical import canonical_url
 from sources.models import Source
 from sources.scope import ScopeMap

@@ -9,10 +9,10 @@ import codecs
 from django.conf import settings
 from w3lib.encoding import html_to_unicode
 
-from ingest import wire
 from ingest.crawl.context import Reached
-from ingest.crawl.fetchers import HTML_TYPES, media_type_wanted
 from ingest.crawl.links import header_robots, html_facts, markdown_facts
+from ingest.fetchers.http import HTML_TYPES, media_type_wanted
+from ingest.reading import wire
 from sources.models import Page
 
 

@@ -19,7 +19,7 @@ from protego import Protego
 
 from ingest import sql
 from ingest.crawl.claims import host_pause
-from ingest.crawl.fetchers import Fetcher, FetchError, get_following
+from ingest.fetchers.http import Fetcher, FetchError, get_following
 from ingest.models import CrawlHost
 
 TTL = timedelta(hours=24)

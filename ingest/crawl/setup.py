@@ -10,8 +10,8 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.db import transaction
 
-from ingest.crawl.safety import Refused, url_check
-from ingest.fetcher_kinds import BUILT_IN, fetcher_kind
+from ingest.fetchers.kinds import BUILT_IN, fetcher_kind
+from ingest.fetchers.safety import Refused, url_check
 from kbsite.canonical import canonical_url
 from kbsite.patterns import pattern_problem
 from sources.models import Source

@@ -16,7 +16,7 @@ class Migration(migrations.Migration):
             field=models.JSONField(
                 blank=True,
                 editable=False,
-                help_text="While it runs, where reading its sitemaps stands between two of its jobs (ingest.sitemap_seeds.SitemapReading): the files still to read.",
+                help_text="While it runs, where reading its sitemaps stands between two of its jobs (ingest.planning.sitemap_seeds.SitemapReading): the files still to read.",
                 null=True,
             ),
         ),

@@ -16,7 +16,7 @@ from django.db import models
 from django.db.models import F, Q
 from django.utils import timezone
 
-from ingest.crawl.safety import Refused, url_check
+from ingest.fetchers.safety import Refused, url_check
 from ingest.notify.filters import ChangeFilter, url_patterns
 from ingest.notify.signing import secret_new
 from sources.models import PageVersion

@@ -12,8 +12,8 @@ import httpx2
 from django.conf import settings
 from django.core.mail import EmailMultiAlternatives, get_connection
 
-from ingest.crawl.fetchers import retry_after_seconds
-from ingest.crawl.safety import Refused, guarded_transport, scheme_refusal
+from ingest.fetchers.http import retry_after_seconds
+from ingest.fetchers.safety import Refused, guarded_transport, scheme_refusal
 from ingest.notify.signing import DELIVERY_HEADER, signed_headers
 
 # Statuses worth sending the same body again for: the receiver was busy or broke.

@@ -1,5 +1,5 @@
 """A local stand-in for Nstproxy's crawl API, speaking the wire format assumed in
-``ingest/crawl/nstproxy.py`` (taken from their Python SDK): scrape requests with a
+``ingest/fetchers/nstproxy.py`` (taken from their Python SDK): scrape requests with a
 bearer key, the ``{"code", "err", "msg", "data"}`` envelope, Markdown inline or
 behind a storage reference, and rate limiting with 429."""
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import re
 
-from ingest.boilerplate import line_shape, page_shapes, shape_hash, strip
+from ingest.reading.boilerplate import line_shape, page_shapes, shape_hash, strip
 
 PAGE = """# Install
 

@@ -19,10 +19,11 @@ from django_q.brokers import get_broker
 from django_q.brokers.orm import ORM
 from django_q.models import OrmQ, Schedule
 
-from ingest import finish, process
+from ingest.delivery import finish
+from ingest.delivery import job as process
+from ingest.delivery.job import delivery_process
+from ingest.delivery.queue import deliveries_requeue_stalled, delivery_retry_later
 from ingest.models import Delivery
-from ingest.process import delivery_process
-from ingest.queueing import deliveries_requeue_stalled, delivery_retry_later
 from retrieval.models import Chunk
 from sources.models import Page, PageVersion, Source
 from tests.world import (
@@ -79,7 +80,7 @@ def a_live_run(delivery: Delivery) -> Iterator[list]:
             connection.close()
 
     worker = threading.Thread(target=run)
-    with mock.patch("ingest.process._process", slow):
+    with mock.patch("ingest.delivery.job._process", slow):
         worker.start()
         try:
             assert inside.wait(30), "the run never started"
@@ -93,7 +94,7 @@ def a_run_whose_retry_could_not_be_recorded(delivery: Delivery) -> None:
     """A run that fails, then finds the database gone when it records its retry
     (the server restarting): it ends with the delivery ``processing``."""
     with (
-        mock.patch("ingest.process._process", side_effect=RuntimeError("cut off")),
+        mock.patch("ingest.delivery.job._process", side_effect=RuntimeError("cut off")),
         mock.patch.object(
             Delivery,
             "mark_retry",
@@ -220,7 +221,7 @@ def finished_by_another_run_at_the_page_lock(delivery: Delivery):
         thread.join(30)
         return real(page, **options)
 
-    return mock.patch("ingest.finish.page_lock", lock)
+    return mock.patch("ingest.delivery.finish.page_lock", lock)
 
 
 @pytest.mark.parametrize(
@@ -342,7 +343,7 @@ def test_a_run_cut_off_by_the_database_is_queued_again_without_a_backoff(
             finally:
                 cursor.execute("RESET statement_timeout")
 
-    with mock.patch("ingest.process._process", fail):
+    with mock.patch("ingest.delivery.job._process", fail):
         assert delivery_process(delivery_id=delivery.pk) == Delivery.State.QUEUED
 
     delivery.refresh_from_db()

@@ -15,14 +15,14 @@ from django.urls import reverse
 from django.utils import timezone
 from django_q.models import OrmQ
 
-from ingest.crawl import safety
 from ingest.crawl.claims import frontier_claim
 from ingest.crawl.jobs import CRAWL_TASK
 from ingest.crawl.progress import crawl_progress
 from ingest.crawl.services import crawl_start, page_fetch_queue
+from ingest.delivery.queue import TASK as DELIVERY_TASK
+from ingest.fetchers import safety
 from ingest.models import Crawl, CrawlHost, CrawlUrl, Delivery, Push
-from ingest.queueing import TASK as DELIVERY_TASK
-from ingest.recrawl import pages_recrawl
+from ingest.planning.recrawl import pages_recrawl
 from retrieval.models import Chunk, Embedding
 from sources.models import Page, Source
 from tests.fakes.site import FakeSite, page, sitemap_xml
@@ -647,7 +647,7 @@ def test_http_dates_are_read_once_for_last_modified_and_retry_after():
     from datetime import UTC, datetime, timedelta
     from email.utils import format_datetime
 
-    from ingest.crawl.fetchers import http_date, retry_after_seconds
+    from ingest.fetchers.http import http_date, retry_after_seconds
 
     assert http_date("Wed, 21 Oct 2026 07:28:00 GMT") == datetime(
         2026, 10, 21, 7, 28, tzinfo=UTC
@@ -663,7 +663,7 @@ def test_http_dates_are_read_once_for_last_modified_and_retry_after():
 
 
 def test_a_sites_own_files_are_fetched_through_at_most_five_redirects():
-    from ingest.crawl.fetchers import MAX_REDIRECTS, Response, get_following
+    from ingest.fetchers.http import MAX_REDIRECTS, Response, get_following
 
     class Hops:
         """/0 redirects to /1, and so on up to /{last}, which answers 200."""

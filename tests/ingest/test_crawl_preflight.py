@@ -14,8 +14,8 @@ from django.test import override_settings
 from django.urls import reverse
 from django.utils import timezone
 
-from ingest.crawl import safety
 from ingest.crawl.preflight import source_seeds_check
+from ingest.fetchers import safety
 from ingest.models import CrawlHost
 from sources.models import Source
 

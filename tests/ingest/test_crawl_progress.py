@@ -21,9 +21,9 @@ from ingest.crawl.progress import (
     time_left,
 )
 from ingest.crawl.services import crawl_start, page_fetch_queue
+from ingest.delivery.queue import TASK as DELIVERY_TASK
 from ingest.models import Crawl, CrawlHost, CrawlUrl, Delivery
-from ingest.queueing import TASK as DELIVERY_TASK
-from ingest.recrawl import recrawl_due
+from ingest.planning.recrawl import recrawl_due
 from sources.models import Page, Source
 from tests.fakes.site import page
 from tests.ingest.test_crawl import CrawlWorld, crawl_through

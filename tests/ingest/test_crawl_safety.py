@@ -7,8 +7,8 @@ from unittest import mock
 import httpx2
 import pytest
 
-from ingest.crawl import safety
 from ingest.crawl.links import header_robots, html_facts, looks_like_page
+from ingest.fetchers import safety
 from tests.fakes.site import FakeSite, page
 
 

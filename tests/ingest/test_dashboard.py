@@ -11,9 +11,9 @@ from django.contrib.auth import get_user_model
 from django.urls import reverse
 from django.utils import timezone
 
-from ingest.dashboard import share_words
 from ingest.models import Delivery
-from ingest.stats import deliveries_per_day
+from ingest.stats.counts import deliveries_per_day
+from ingest.stats.dashboard import share_words
 from retrieval.models import Chunk
 from sources.models import Page, Source
 

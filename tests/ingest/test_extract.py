@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from ingest.extract import html_to_page, markdown_title
+from ingest.reading.extract import html_to_page, markdown_title
 
 DOC = """<!doctype html><html><head><title>Install — Example 1.0</title></head><body>
 <header><a href="/">Example</a></header>

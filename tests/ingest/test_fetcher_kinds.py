@@ -1,4 +1,4 @@
-"""Fetcher kinds are a registry (``ingest.fetcher_kinds``): what each kind can do is
+"""Fetcher kinds are a registry (``ingest.fetchers.kinds``): what each kind can do is
 declared there once, and no other module asks which kind a source has. A new
 fetcher is then one entry, not a hunt through the modules that branch on it."""
 
@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from ingest.crawl.fetchers import DirectFetcher
-from ingest.crawl.nstproxy import NstproxyFetcher
-from ingest.fetcher_kinds import BUILT_IN, FETCHERS, fetcher_kind, kinds_where
+from ingest.fetchers.http import DirectFetcher
+from ingest.fetchers.kinds import BUILT_IN, FETCHERS, fetcher_kind, kinds_where
+from ingest.fetchers.nstproxy import NstproxyFetcher
 from sources.models import Source
 from tests.conftest import ROOT
 
 APPS = ("kbsite", "sources", "ingest", "retrieval", "bench")
-REGISTRY = Path("ingest/fetcher_kinds.py")
+REGISTRY = Path("ingest/fetchers/kinds.py")
 # The model that defines the kinds (its choices and default) may name them.
 CHOICES = Path("sources/models.py")
 # Calls that query by their keyword arguments.
@@ -176,4 +176,4 @@ def test_no_module_outside_the_registry_asks_which_kind_a_source_has():
             if TEMPLATE_COMPARISON.search(line):
                 asking.append(f"{path.relative_to(ROOT)}:{number}")
 
-    assert asking == [], "ask ingest.fetcher_kinds what the kind can do"
+    assert asking == [], "ask ingest.fetchers.kinds what the kind can do"

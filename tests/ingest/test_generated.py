@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth.models import User
 
-from ingest.generated import Kind, page_marked, page_not_content
 from ingest.models import Delivery
+from ingest.reading.generated import Kind, page_marked, page_not_content
 from retrieval.embeddings import get_embedder
 from retrieval.models import Chunk
 from retrieval.reembed import index_rebuild

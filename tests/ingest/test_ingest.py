@@ -13,10 +13,10 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from django_q.models import OrmQ, Schedule
 
-from ingest.claims import delivery_held
+from ingest.delivery.claim import delivery_held
+from ingest.delivery.job import delivery_process
+from ingest.delivery.queue import deliveries_requeue_stalled, delivery_requeue
 from ingest.models import Delivery
-from ingest.process import delivery_process
-from ingest.queueing import deliveries_requeue_stalled, delivery_requeue
 from kbsite.text import count_tokens
 from retrieval.backends import MAX_INPUT_TOKENS
 from retrieval.models import Chunk, Embedding
@@ -325,8 +325,8 @@ class FailureTextTests(IngestWorld):
                 cursor.execute("SELECT %s::int", ["\n".join(d.text for d in drafts)])
 
         with (
-            mock.patch("ingest.outcomes.page_chunks_replace", cast_to_int),
-            self.assertLogs("ingest.process", "ERROR") as logs,
+            mock.patch("ingest.delivery.outcome.page_chunks_replace", cast_to_int),
+            self.assertLogs("ingest.delivery.job", "ERROR") as logs,
         ):
             delivery = self.ingest()
 
@@ -437,7 +437,7 @@ def test_a_job_whose_connection_was_cut_records_its_retry_on_a_new_one(settings)
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_terminate_backend(pg_backend_pid())")
 
-    with mock.patch("ingest.process._process", lose_the_connection):
+    with mock.patch("ingest.delivery.job._process", lose_the_connection):
         result = delivery_process(delivery_id=delivery.pk)
 
     delivery.refresh_from_db()

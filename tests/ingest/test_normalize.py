@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from ingest.normalize import normalize
+from ingest.reading.normalize import normalize
 from kbsite.text import sha256_hex as content_hash
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from django.test import override_settings
 
-from ingest.crawl.fetchers import FetchError
-from ingest.crawl.nstproxy import NstproxyFetcher
 from ingest.crawl.progress import crawl_progress
 from ingest.crawl.services import crawl_start
+from ingest.fetchers.http import FetchError
+from ingest.fetchers.nstproxy import NstproxyFetcher
 from ingest.models import Crawl
 from sources.models import Page, Source
 from tests.fakes.nstproxy import FakeNstproxy

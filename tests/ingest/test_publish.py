@@ -18,7 +18,11 @@ from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from ingest.models import Crawl, PublishCheck, PublishToken, Push
-from ingest.publish import PUBLISH_TASK, publish_check_request, publish_token_create
+from ingest.publish.services import (
+    PUBLISH_TASK,
+    publish_check_request,
+    publish_token_create,
+)
 from sources.models import SYSTEM, Page, Source
 from tests.admin_world import editor_create
 from tests.conftest import at_once

@@ -1,10 +1,10 @@
 """Reading fixed pages gives what their reading version recorded.
 
-A page is read again only when its reading key changes (``ingest.pipeline``), and
-the key holds ``READING_VERSION`` (``ingest/content.py``), not the reading code: a
-change to what reading makes of a body must move the version, or pages already
-read keep the old reading until their text changes. This test says when. After a
-meant change, bump ``READING_VERSION`` and record the new output:
+A page is read again only when its reading key changes (``ingest.delivery.steps``),
+and the key holds ``READING_VERSION`` (``ingest/reading/content.py``), not the
+reading code: a change to what reading makes of a body must move the version, or
+pages already read keep the old reading until their text changes. This test says
+when. After a meant change, bump ``READING_VERSION`` and record the new output:
 
     .venv/bin/python -m tests.ingest.test_reading_golden
 
@@ -21,8 +21,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ingest import content as reading
-from ingest.content import EmptyContent, content_derive
+from ingest.reading import content as reading
+from ingest.reading.content import EmptyContent, content_derive
 from kbsite.patterns import pattern_compile
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -125,7 +125,8 @@ def test_reading_the_fixed_pages_gives_what_their_reading_version_recorded():
     assert not changed, (
         f"Reading changed without READING_VERSION ({reading.READING_VERSION}): "
         f"{', '.join(changed)}. If the change is meant, bump READING_VERSION in "
-        f"ingest/content.py (every page is read again at its next delivery) and "
+        f"ingest/reading/content.py (every page is read again at its next delivery) "
+        f"and "
         f"record the new readings: {RECORD}\n" + "\n".join(diff)
     )
     assert sorted(pages) == sorted(CASES), f"cases added or gone: {RECORD}"
@@ -152,7 +153,7 @@ def record() -> int:
         if same and changed:
             print(
                 f"Reading changed under the same READING_VERSION ({version}): "
-                f"{', '.join(changed)}. Bump it in ingest/content.py first.",
+                f"{', '.join(changed)}. Bump it in ingest/reading/content.py first.",
                 file=sys.stderr,
             )
             return 1

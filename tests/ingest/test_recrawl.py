@@ -18,9 +18,14 @@ from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from ingest.models import Delivery, Push
-from ingest.pushing import pushes_send
-from ingest.recrawl import SITEMAPS_TASK, recrawl_due, source_crawl_start, urls_recrawl
-from ingest.sitemap_seeds import source_sitemaps_push
+from ingest.planning.recrawl import (
+    SITEMAPS_TASK,
+    recrawl_due,
+    source_crawl_start,
+    urls_recrawl,
+)
+from ingest.planning.sitemap_seeds import source_sitemaps_push
+from ingest.pushing.services import pushes_send
 from kbsite.sitemaps import Entry
 from retrieval.models import Chunk
 from retrieval.questions import search_run

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from ingest.release_notes import is_release_notes
+from ingest.reading.release_notes import is_release_notes
 from retrieval.search import (
     ABOUT_CHANGE,
     RELEASE_NOTES_WEIGHT,

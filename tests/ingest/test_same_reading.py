@@ -7,8 +7,9 @@ from __future__ import annotations
 import gzip
 from unittest import mock
 
-from ingest import content, pipeline
+from ingest.delivery import steps as pipeline
 from ingest.models import Delivery
+from ingest.reading import content
 from sources.models import Page, Source
 from tests.world import INSTALL, INSTALL_EDITED, SITE, IngestWorld
 
@@ -20,7 +21,7 @@ class SameReadingTests(IngestWorld):
         self.first = self.ingest()
         assert self.first.outcome == Outcome.EMBEDDED
         self.reads = mock.patch(
-            "ingest.pipeline.content_derive", wraps=pipeline.content_derive
+            "ingest.delivery.steps.content_derive", wraps=pipeline.content_derive
         )
 
     def redeliver(self, body: str = INSTALL, **kwargs) -> tuple[Delivery, int]:
@@ -68,10 +69,10 @@ class SameReadingTests(IngestWorld):
                 index_source_listings=True
             ),
             "a new extractor": lambda: self.enterContext(
-                mock.patch("ingest.pipeline.EXTRACTOR_VERSION", "next")
+                mock.patch("ingest.delivery.steps.EXTRACTOR_VERSION", "next")
             ),
             "a new reading version (an upgrade)": lambda: self.enterContext(
-                mock.patch("ingest.content.READING_VERSION", 2)
+                mock.patch("ingest.reading.content.READING_VERSION", 2)
             ),
             "a lower body limit": lambda: self.enterContext(
                 self.settings(WEBHOOK_MAX_BODY_BYTES=1_000_000)
@@ -136,7 +137,7 @@ def test_a_page_read_before_the_reading_version_keeps_its_reading_key(settings):
     with (
         mock.patch.object(content, "READING_VERSION", 1),
         mock.patch(
-            "ingest.pipeline.EXTRACTOR_VERSION", "selectolax+html-to-markdown-3/3"
+            "ingest.delivery.steps.EXTRACTOR_VERSION", "selectolax+html-to-markdown-3/3"
         ),
     ):
         key = pipeline.source_reading_key(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ingest import similarity
+from ingest.reading import similarity
 
 BASE = " ".join(
     f"The scheduler runs job number {n} when its queue has room." for n in range(80)

@@ -13,8 +13,8 @@ from django_q.brokers import get_broker
 from django_q.models import OrmQ
 from django_q.signing import SignedPackage
 
+from ingest.delivery.job import delivery_process
 from ingest.models import Delivery
-from ingest.process import delivery_process
 from sources.models import Page
 from tests.world import INSTALL, SITE, TOKEN, IngestWorld
 
@@ -321,7 +321,9 @@ class WebhookTests(IngestWorld):
             InterfaceError("connection already closed"),
         ]:
             with mock.patch(
-                "ingest.views.delivery_receive", autospec=True, side_effect=error
+                "ingest.delivery.webhook.delivery_receive",
+                autospec=True,
+                side_effect=error,
             ):
                 response = self.post()
 
@@ -332,9 +334,11 @@ class WebhookTests(IngestWorld):
         failure = RuntimeError(f"boom: {INSTALL}")
         with (
             mock.patch(
-                "ingest.views.delivery_receive", autospec=True, side_effect=failure
+                "ingest.delivery.webhook.delivery_receive",
+                autospec=True,
+                side_effect=failure,
             ),
-            self.assertLogs("ingest.views", level="ERROR") as logs,
+            self.assertLogs("ingest.delivery.webhook", level="ERROR") as logs,
         ):
             response = self.post()
 

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from ingest import wire
-from ingest.headers import parse_delivery, parse_status
+from ingest.delivery.headers import parse_delivery, parse_status
+from ingest.reading import wire
 
 LIMIT = 1_000_000
 

@@ -11,9 +11,9 @@ from django.test import override_settings
 from django.urls import reverse
 from django.utils import timezone
 
+from ingest.delivery.job import delivery_process
+from ingest.delivery.queue import deliveries_bodies_expire
 from ingest.models import CrawlHost, Delivery, PublishCheck, Push
-from ingest.process import delivery_process
-from ingest.queueing import deliveries_bodies_expire
 from retrieval.answer import cited_count
 from retrieval.models import QueryLog
 from retrieval.questions import question_answer

@@ -74,7 +74,7 @@ SEARCH_ON_18 = textwrap.dedent(
     from django.test import override_settings
     from retrieval.search import SearchMode, chunks_search
     from tests.kbsite.test_embedded_upgrade import counts, indexes, vector_version
-    from ingest.process import delivery_process
+    from ingest.delivery.job import delivery_process
     from tests.world import harbor_url, receive_delivery
 
     RETRIES = "A job that fails is retried with exponential backoff"

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 import pytest
 from django.db import connection
 
-from ingest.claims import deliveries_held
+from ingest.delivery.claim import deliveries_held
 from kbsite import locks
 from tests.conftest import ROOT
 
@@ -114,17 +114,17 @@ SESSION, XACT = "session", "transaction"
 # Each lock as the releases before the registry spelled it (the module, its
 # number), and the entry (and key) that takes it now, as a lock of its kind.
 OLD_AND_NEW = [
-    ("ingest.pushing.SENDER_LOCK", ONE, [0x6B62_7075],
+    ("ingest.pushing.services.SENDER_LOCK", ONE, [0x6B62_7075],
      locks.PUSH_SENDER, None, SESSION),
-    ("ingest.recrawl.PLANNER_LOCK", ONE, [0x6B62_706C],
+    ("ingest.planning.recrawl.PLANNER_LOCK", ONE, [0x6B62_706C],
      locks.RECRAWL_PLANNER, None, XACT),
     ("retrieval.statistics.LOCK_KEY", ONE, [0x6B625F6C6578],
      locks.WORD_COUNTS, None, XACT),
     ("retrieval.indexing.PRUNE_LOCK", ONE, [0x6B625F7072756E],
      locks.VECTOR_PRUNE, None, XACT),
-    ("ingest.claims.LOCK_SPACE", TWO, [0x6B62_646C, 12],
+    ("ingest.delivery.claim.LOCK_SPACE", TWO, [0x6B62_646C, 12],
      locks.DELIVERY_RUNS, 12, SESSION),
-    ("ingest.claims.LOCK_SPACE, an id past 2^31", TWO, [0x6B62_646C, -(2**31) + 5],
+    ("ingest.delivery.claim.LOCK_SPACE, past 2^31", TWO, [0x6B62_646C, -(2**31) + 5],
      locks.DELIVERY_RUNS, 2**31 + 5, SESSION),
     ("ingest.notify.slots.LOCK_SPACE", TWO, [0x6B62_6E74, 0],
      locks.NOTIFY_SENDERS, 0, SESSION),

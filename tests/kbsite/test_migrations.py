@@ -280,7 +280,7 @@ def test_pushes_move_to_ingest_with_every_row_and_back():
     migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())
 
     from ingest.models import Delivery, Push
-    from ingest.pushing import pages_push_queue
+    from ingest.pushing.services import pages_push_queue
     from sources.models import Page
 
     push = Push.objects.get()

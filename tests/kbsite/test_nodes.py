@@ -342,7 +342,7 @@ class Ticks:
 
 def held_deliveries(db: TcpPostgres, ports: set[int]) -> list[int]:
     """Deliveries whose run holds its advisory lock in a session of these client
-    ports (``ingest.claims``: the lock's key is the delivery's id)."""
+    ports (``ingest.delivery.claim``: the lock's key is the delivery's id)."""
     rows = db.query(
         "SELECT l.objid::bigint, a.client_port FROM pg_locks l "
         "JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory' "

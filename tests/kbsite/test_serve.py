@@ -24,7 +24,7 @@ from django_q.models import OrmQ
 from django_q.tasks import async_task
 
 from ingest.models import PublishCheck
-from ingest.publish import PUBLISH_TASK, publish_check_request
+from ingest.publish.services import PUBLISH_TASK, publish_check_request
 from kbsite.management.commands.serve import STOP_GRACE_SECONDS
 from sources.models import SYSTEM, Source
 from tests.conftest import PYTHON, ROOT, free_port, subprocess_env

@@ -5,7 +5,7 @@ import socket
 import pytest
 import tiktoken.registry
 
-from ingest.boilerplate import line_shape, shape_hash, strip
+from ingest.reading.boilerplate import line_shape, shape_hash, strip
 from kbsite import text as tokens
 from kbsite.text import count_tokens, fenced, sentences, split_tokens
 from retrieval.chunking import chunk_markdown

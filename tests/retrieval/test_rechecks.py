@@ -8,7 +8,7 @@ from django.db import transaction
 from django.test import Client, override_settings
 from rest_framework.authtoken.models import Token
 
-from ingest.rescope import pages_rescope
+from ingest.delivery.rescope import pages_rescope
 from retrieval.asked import Concern, question_groups
 from retrieval.models import QueryLog
 from retrieval.questions import question_answer

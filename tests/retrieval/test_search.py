@@ -18,8 +18,8 @@ from django.test import override_settings
 from django.utils import timezone
 from psycopg.sql import SQL
 
+from ingest.delivery.job import delivery_process
 from ingest.models import Push
-from ingest.process import delivery_process
 from kbsite.parallel import settle
 from kbsite.sqlrows import column
 from retrieval import search

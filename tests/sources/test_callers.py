@@ -30,7 +30,7 @@ QUESTION = "What are the salary bands of the engineering ladder?"
 def hr(db) -> Source:
     """A private source of the HR group with one page, and a question its member
     asked of it: nothing an anonymous visitor or another group may read."""
-    from ingest.process import delivery_process
+    from ingest.delivery.job import delivery_process
 
     group = Group.objects.create(name="hr")
     source = Source.objects.create(name="HR", seed_urls=HR)

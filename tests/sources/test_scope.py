@@ -10,10 +10,10 @@ from django.urls import reverse
 from ingest.crawl.admission import Found, urls_admit
 from ingest.crawl.services import crawl_start
 from ingest.crawl.setup import CrawlRequestError, source_for_crawl
-from ingest.discovery import source_urls_push
+from ingest.delivery.rescope import pages_rescope
 from ingest.models import CrawlUrl, Delivery
-from ingest.recrawl import urls_recrawl
-from ingest.rescope import pages_rescope
+from ingest.planning.discovery import source_urls_push
+from ingest.planning.recrawl import urls_recrawl
 from retrieval.questions import search_run
 from sources.admin.pages import NOT_ITS_SOURCE
 from sources.models import SYSTEM, Page, PageVersion, Source, source_ids_searchable_by
@@ -248,7 +248,7 @@ def test_a_scope_changed_while_a_delivery_runs_is_applied_to_its_page(
             corp["HR"].save()
             pages_rescope()  # the edit's job, before this delivery's page exists
 
-    monkeypatch.setattr("ingest.process.ScopeMap", ReadJustBeforeAnEdit)
+    monkeypatch.setattr("ingest.delivery.job.ScopeMap", ReadJustBeforeAnEdit)
 
     delivery = deliver(f"{CORP}/hr/pay", client, settings)
 

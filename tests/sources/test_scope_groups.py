@@ -14,10 +14,10 @@ from django.utils import timezone
 
 from ingest.crawl.admission import Found, urls_admit
 from ingest.crawl.services import crawl_start
-from ingest.discovery import source_urls_push
+from ingest.delivery.rescope import pages_rescope
 from ingest.models import CrawlUrl, Delivery
-from ingest.recrawl import urls_recrawl
-from ingest.rescope import pages_rescope
+from ingest.planning.discovery import source_urls_push
+from ingest.planning.recrawl import urls_recrawl
 from retrieval.questions import search_run
 from sources.admin.sources import OVERLAP
 from sources.models import SYSTEM, Page, PageVersion, Source

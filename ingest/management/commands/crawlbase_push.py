@@ -5,10 +5,10 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from ingest.fetcher_kinds import fetcher_kind
-from ingest.recrawl import source_crawl_start, urls_recrawl
-from ingest.recrawl_command import plan_send, source_named
-from ingest.sitemap_seeds import source_sitemaps_push
+from ingest.fetchers.kinds import fetcher_kind
+from ingest.planning.recrawl import source_crawl_start, urls_recrawl
+from ingest.planning.recrawl_command import plan_send, source_named
+from ingest.planning.sitemap_seeds import source_sitemaps_push
 from sources.models import SYSTEM
 
 

@@ -4,8 +4,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from ingest.recrawl import recrawl_due
-from ingest.recrawl_command import plan_send, source_named
+from ingest.planning.recrawl import recrawl_due
+from ingest.planning.recrawl_command import plan_send, source_named
 
 
 class Command(BaseCommand):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand
 
-from ingest.rederive import page_rederive_counted, pages_stale_extraction
+from ingest.delivery.rederive import page_rederive_counted, pages_stale_extraction
 from kbsite.progress import ProgressBar
 from retrieval.embeddings import get_embedder
 from retrieval.reembed import Progress, index_rebuild

@@ -19,7 +19,7 @@ from urllib.parse import urljoin
 import httpx2
 from django.conf import settings
 
-from ingest.crawl.safety import guarded_transport, scheme_refusal, url_unusable
+from ingest.fetchers.safety import guarded_transport, scheme_refusal, url_unusable
 
 HTML_TYPES = {"text/html", "application/xhtml+xml"}
 MARKDOWN_TYPES = {"text/markdown", "text/x-markdown"}

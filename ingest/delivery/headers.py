@@ -1,9 +1,9 @@
 """A Crawlbase delivery's identity and statuses (rid, url, Original-Status,
 PC-Status), from its headers or else its JSON envelope, validated into the
-``ParsedDelivery`` the webhook stores; the body is read by ``ingest.wire``.
+``ParsedDelivery`` the webhook stores; the body is read by ``ingest.reading.wire``.
 
 Pure functions, no Django. NUL characters are removed from header values, as from
-everything else a delivery holds (see ``ingest.wire``).
+everything else a delivery holds (see ``ingest.reading.wire``).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ingest.wire import (
+from ingest.reading.wire import (
     BodyFormat,
     DeliveryError,
     ParsedDelivery,

@@ -15,11 +15,7 @@ from django.db.models import F, QuerySet, Value
 from django.db.models.functions import Concat
 from django_q.tasks import async_task
 
-from ingest import similarity, wire
-from ingest.content import Content, EmptyContent
-from ingest.extract import EXTRACTOR_VERSION
-from ingest.models import Delivery
-from ingest.pipeline import (
+from ingest.delivery.steps import (
     content_embed,
     content_kept_out,
     page_lock,
@@ -27,6 +23,10 @@ from ingest.pipeline import (
     source_content,
     source_restrip,
 )
+from ingest.models import Delivery
+from ingest.reading import similarity, wire
+from ingest.reading.content import Content, EmptyContent
+from ingest.reading.extract import EXTRACTOR_VERSION
 from retrieval.indexing import page_chunks_replace
 from sources.models import Page, PageVersion, Source
 from sources.services import source_boilerplate_refresh

@@ -18,9 +18,9 @@ from django.utils import timezone
 from django_q.tasks import async_task
 
 from ingest.crawl.services import crawl_start, page_fetch_queue
-from ingest.fetcher_kinds import fetcher_kind, kinds_where
+from ingest.fetchers.kinds import fetcher_kind, kinds_where
 from ingest.models import CrawlUrl, Delivery, Push
-from ingest.pushing import pages_push_queue, pushes_expire
+from ingest.pushing.services import pages_push_queue, pushes_expire
 from kbsite import locks
 from kbsite.canonical import canonical_url_or_none
 from sources.models import SYSTEM, Caller, Page, Source

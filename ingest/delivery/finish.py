@@ -13,8 +13,8 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
+from ingest.delivery.steps import page_lock
 from ingest.models import Delivery, Push
-from ingest.pipeline import page_lock
 from sources.models import Page
 
 Outcome = Delivery.Outcome

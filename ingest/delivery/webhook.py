@@ -25,9 +25,9 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from ingest import wire
-from ingest.headers import parse_delivery
-from ingest.queueing import delivery_receive, error_name
+from ingest.delivery.headers import parse_delivery
+from ingest.delivery.queue import delivery_receive, error_name
+from ingest.reading import wire
 
 logger = logging.getLogger(__name__)
 

@@ -7,9 +7,9 @@ a choice on the model and one entry in ``FETCHERS``.
   (``ingest.crawl``) requests each URL through the kind's client, and, whatever
   the client, keeps to robots.txt, reads the sitemaps and follows links itself.
 - Crawlbase's Enterprise Crawler fetches only the URLs it is pushed
-  (``ingest.pushing``) and delivers each page to the webhook; the links of the
-  pages it delivers are pushed from here (``ingest.discovery``), and its source's
-  sitemaps are read by a job here (``ingest.sitemap_seeds``).
+  (``ingest.pushing``) and delivers each page to the webhook; the links of the pages
+  it delivers are pushed (``ingest.planning.discovery``), and its source's sitemaps
+  are read by a job (``ingest.planning.sitemap_seeds``).
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ingest.crawl.fetchers import DirectFetcher, Fetcher
-from ingest.crawl.nstproxy import NstproxyFetcher
+from ingest.fetchers.http import DirectFetcher, Fetcher
+from ingest.fetchers.nstproxy import NstproxyFetcher
 from sources.models import Source
 
 

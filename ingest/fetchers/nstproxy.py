@@ -24,7 +24,7 @@ from typing import Any
 import httpx2
 from django.conf import settings
 
-from ingest.crawl.fetchers import FetchError, Response, retry_after_seconds
+from ingest.fetchers.http import FetchError, Response, retry_after_seconds
 
 SCRAPE_PATH = "/api/v1/crawl/scrape"
 STORAGE_PATH = "/api/v1/crawl/storage/read"

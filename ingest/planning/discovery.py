@@ -9,10 +9,10 @@ import re
 from django.conf import settings
 from selectolax.lexbor import LexborHTMLParser
 
-from ingest import wire
-from ingest.content import Content
-from ingest.fetcher_kinds import fetcher_kind
-from ingest.recrawl import RecrawlPlan, pages_recrawl
+from ingest.fetchers.kinds import fetcher_kind
+from ingest.planning.recrawl import RecrawlPlan, pages_recrawl
+from ingest.reading import wire
+from ingest.reading.content import Content
 from kbsite.canonical import link_canonical
 from sources.models import Page, Source
 from sources.scope import ScopeMap

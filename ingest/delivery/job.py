@@ -22,7 +22,8 @@
 
 Safe to run again after a crash, or twice at once: every change to a page happens
 under its row lock, and only while the delivery is still this run's to finish. The
-outcomes are applied in ``ingest.outcomes``; ``ingest.finish`` ends the run.
+outcomes are applied in ``ingest.delivery.outcome``; ``ingest.delivery.finish``
+ends the run.
 """
 
 from __future__ import annotations
@@ -41,22 +42,22 @@ from django.db import (
     transaction,
 )
 
-from ingest import wire
-from ingest.claims import delivery_held
-from ingest.content import Content, EmptyContent
-from ingest.discovery import source_links_push
-from ingest.finish import Skip, Superseded, delivery_finish, skip_finish
-from ingest.models import Delivery
-from ingest.outcomes import (
+from ingest.delivery.claim import delivery_held
+from ingest.delivery.finish import Skip, Superseded, delivery_finish, skip_finish
+from ingest.delivery.outcome import (
     apply_content,
     apply_gone,
     apply_not_modified,
     apply_same_reading,
 )
-from ingest.pipeline import source_content
-from ingest.queueing import connection_lost, delivery_retry_later, error_summary
-from ingest.rederive import source_boilerplate_catch_up
-from ingest.rescope import page_rescope, pages_rescope
+from ingest.delivery.queue import connection_lost, delivery_retry_later, error_summary
+from ingest.delivery.rederive import source_boilerplate_catch_up
+from ingest.delivery.rescope import page_rescope, pages_rescope
+from ingest.delivery.steps import source_content
+from ingest.models import Delivery
+from ingest.planning.discovery import source_links_push
+from ingest.reading import wire
+from ingest.reading.content import Content, EmptyContent
 from sources.models import Page, Source
 from sources.scope import ScopeMap
 

@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 
 from selectolax.lexbor import LexborHTMLParser
 
-from ingest.extract import main_content
+from ingest.reading.extract import main_content
 
 
 class Kind(StrEnum):

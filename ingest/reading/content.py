@@ -11,11 +11,11 @@ from dataclasses import dataclass
 
 from selectolax.lexbor import LexborHTMLParser
 
-from ingest import boilerplate, wire
-from ingest.extract import html_to_page, markdown_title
-from ingest.generated import NotContent, page_marked, page_not_content
-from ingest.normalize import normalize
-from ingest.release_notes import is_release_notes
+from ingest.reading import boilerplate, wire
+from ingest.reading.extract import html_to_page, markdown_title
+from ingest.reading.generated import NotContent, page_marked, page_not_content
+from ingest.reading.normalize import normalize
+from ingest.reading.release_notes import is_release_notes
 from kbsite.patterns import Pattern
 from kbsite.text import sha256_hex
 
@@ -54,8 +54,8 @@ class Content:
     # Why the page is generated rather than written (an index, a source listing),
     # if it is: crawled for its links, kept out of answers.
     not_content: NotContent | None = None
-    release_notes: bool = False  # see ingest.release_notes
-    # The body and the rules that read it, hashed (``ingest.pipeline``): the same
+    release_notes: bool = False  # see ingest.reading.release_notes
+    # The body and the rules that read it, hashed (``ingest.delivery.steps``): the same
     # key means the same content without reading the body again.
     reading_key: str = ""
 

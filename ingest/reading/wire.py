@@ -1,6 +1,6 @@
 """The Crawlbase delivery wire format: what is kept of a delivery, and its body's
 compression, three formats and JSON envelope (its headers are read by
-``ingest.headers``).
+``ingest.delivery.headers``).
 
 Pure functions, no Django: the webhook uses them to validate a delivery before it is
 stored, the ingest job uses them again to read the stored raw body.

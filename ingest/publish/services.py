@@ -42,15 +42,15 @@ from django_q.models import OrmQ
 from django_q.tasks import async_task
 
 from ingest.crawl.claims import host_turn_end, host_turn_wait
-from ingest.crawl.fetchers import DirectFetcher, Fetcher, FetchError, Response
 from ingest.crawl.jobs import job_seconds
 from ingest.crawl.robots import origin_of
 from ingest.crawl.services import page_fetch_queue
-from ingest.fetcher_kinds import fetcher_kind
+from ingest.fetchers.http import DirectFetcher, Fetcher, FetchError, Response
+from ingest.fetchers.kinds import fetcher_kind
 from ingest.models import Crawl, PublishCheck, PublishCheckEntry, PublishToken
-from ingest.pushing import page_ids_push_queue
-from ingest.recrawl import pushes_send_soon
-from ingest.sitemap_seeds import SitemapReading, SitemapSeeds
+from ingest.planning.recrawl import pushes_send_soon
+from ingest.planning.sitemap_seeds import SitemapReading, SitemapSeeds
+from ingest.pushing.services import page_ids_push_queue
 from kbsite.sitemaps import Entry
 from sources.models import Caller, Page, Source
 from sources.scope import ScopeMap

@@ -9,10 +9,15 @@ import hashlib
 from django.conf import settings
 from django.db.models import Exists, F, OuterRef
 
-from ingest import generated, similarity, wire
-from ingest.content import Content, content_derive, markdown_restrip, reading_mark
-from ingest.extract import EXTRACTOR_VERSION
 from ingest.models import Delivery
+from ingest.reading import generated, similarity, wire
+from ingest.reading.content import (
+    Content,
+    content_derive,
+    markdown_restrip,
+    reading_mark,
+)
+from ingest.reading.extract import EXTRACTOR_VERSION
 from retrieval.chunking import ChunkDraft, chunk_markdown, embed_texts
 from retrieval.indexing import EmbedReport, embeddings_ensure
 from retrieval.spaces import ingest_embedders
@@ -78,8 +83,8 @@ def source_restrip(*, source: Source, markdown: str) -> str:
 
 def content_kept_out(*, content: Content, source: Source) -> str:
     """Why this content stays out of answers under the source's settings: the
-    reason a generated page is not content (``ingest.generated``), unless it is a
-    source listing the source indexes; '' for content."""
+    reason a generated page is not content (``ingest.reading.generated``), unless
+    it is a source listing the source indexes; '' for content."""
     found = content.not_content
     if found is None:
         return ""

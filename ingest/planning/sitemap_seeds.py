@@ -10,7 +10,7 @@ Sitemap indexes are followed, at most ``MAX_SITEMAPS`` files per source. Every
 listed URL the source covers becomes a page and is pushed once, up to the
 source's ``max_pages``; reading stops once that many are found. A known page the
 sitemap dates after its last check is due at once (``pages_sitemap_dated``).
-A check for changes (``ingest.publish``) reads the sitemaps the same way.
+A check for changes (``ingest.publish.services``) reads the sitemaps the same way.
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from dataclasses import dataclass, field, replace
 from django.db import transaction
 from django.utils import timezone
 
-from ingest.crawl.fetchers import (
+from ingest.crawl.robots import origin_of
+from ingest.fetchers.http import (
     MAX_REDIRECTS,
     DirectFetcher,
     Fetcher,
@@ -28,9 +29,8 @@ from ingest.crawl.fetchers import (
     Response,
     get_following,
 )
-from ingest.crawl.robots import origin_of
-from ingest.discovery import source_urls_push
-from ingest.recrawl import RecrawlPlan
+from ingest.planning.discovery import source_urls_push
+from ingest.planning.recrawl import RecrawlPlan
 from kbsite.canonical import canonical_url_or_none
 from kbsite.sitemaps import (
     Entry,
@@ -73,7 +73,7 @@ class SitemapReading:
     hosts whose robots.txt is still to be read, then the sitemaps still to be
     read. Plain data (``asdict`` and back), so that a reader may stop between two
     files and go on in another process, as a check for changes does in jobs of
-    bounded time (``ingest.publish``)."""
+    bounded time (``ingest.publish.services``)."""
 
     robots: list[str]  # origins whose robots.txt is still to be read
     queue: list[str]  # sitemaps still to be read, in order

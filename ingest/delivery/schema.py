@@ -6,7 +6,7 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 
 
 class WebhookTokenScheme(OpenApiAuthenticationExtension):
-    target_class = "ingest.views.WebhookTokenAuthentication"
+    target_class = "ingest.delivery.webhook.WebhookTokenAuthentication"
     name = "webhookToken"
 
     def get_security_definition(self, auto_schema):

@@ -17,9 +17,10 @@ from django_q.conf import Conf
 from django_q.models import OrmQ, Schedule
 from django_q.tasks import async_task, schedule
 
-from ingest import sql, wire
-from ingest.claims import deliveries_held
+from ingest import sql
+from ingest.delivery.claim import deliveries_held
 from ingest.models import Delivery
+from ingest.reading import wire
 from sources.scope import source_for_url
 
 logger = logging.getLogger(__name__)
@@ -195,7 +196,7 @@ def deliveries_requeue_stalled() -> int:
     the database answers again after an outage). Returns how many were queued
     again; those out of attempts are marked failed instead.
 
-    A delivery is left alone while a live run holds it (``ingest.claims``), or
+    A delivery is left alone while a live run holds it (``ingest.delivery.claim``), or
     while a job of it is waiting on the queue. A claimed one no run holds lost its
     run: a job of it taken by a worker is a copy that will find it free or done.
     A queued one also keeps a job a worker took since the database last started;

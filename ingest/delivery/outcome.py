@@ -10,12 +10,9 @@ from __future__ import annotations
 
 from django.db import transaction
 
-from ingest import similarity
-from ingest.content import Content
-from ingest.crawl.fetchers import http_date
-from ingest.finish import Retry, Skip, delivery_finish, page_lock_for
-from ingest.models import Delivery
-from ingest.pipeline import (
+from ingest.delivery.finish import Retry, Skip, delivery_finish, page_lock_for
+from ingest.delivery.rederive import page_reread
+from ingest.delivery.steps import (
     content_embed,
     content_kept_out,
     page_keep_body,
@@ -24,7 +21,10 @@ from ingest.pipeline import (
     source_reading_key,
     source_restrip,
 )
-from ingest.rederive import page_reread
+from ingest.fetchers.http import http_date
+from ingest.models import Delivery
+from ingest.reading import similarity
+from ingest.reading.content import Content
 from kbsite.textdiff import change_measure
 from retrieval.indexing import page_chunks_replace
 from sources.models import Page, PageVersion

@@ -14,7 +14,7 @@ from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.utils import timezone
 
-from ingest import stats
+from ingest.stats import counts as stats
 from kbsite.admin_utils import ago, number, tokens_cost
 from kbsite.charts import Series, grouped_bars, horizontal_bars, stacked_bars
 from sources.models import Caller

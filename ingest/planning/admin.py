@@ -7,8 +7,8 @@ from django.contrib import admin, messages
 from django.http import HttpRequest
 
 from ingest.crawl.preflight import Refusal, source_seeds_check
-from ingest.crawl.safety import ALLOW_HINT
-from ingest.recrawl import RecrawlPlan
+from ingest.fetchers.safety import ALLOW_HINT
+from ingest.planning.recrawl import RecrawlPlan
 from kbsite.canonical import canonical_url_or_none
 from sources.models import Source
 

@@ -1,0 +1,2 @@
+"""The clients pages are fetched with, and what each kind of fetcher can do
+(``kinds``)."""

@@ -1,0 +1,1 @@
+"""How crawling and ingest are going: the counts, and the dashboard that shows them."""
