@@ -163,7 +163,7 @@ def deliver_all(name: str, pages: list[tuple[str, str, int]]) -> Round:
     cluster processes them. Returns when every job, follow-ups included, is done."""
     from django_q.models import OrmQ
 
-    from ingest.models import Delivery
+    from ingest.delivery.models import Delivery
 
     result = Round(name, pages=len(pages))
     requests, tokens = embedding_usage()

@@ -95,7 +95,7 @@ def main() -> None:
     django_with_fake_openai()
     from django.db.models import Sum
 
-    from ingest.models import Delivery
+    from ingest.delivery.models import Delivery
     from retrieval.models import Chunk
     from sources.models import Page, Source
 

@@ -117,7 +117,7 @@ def run(site: Site, env: dict[str, str], root: Path, limit: int, preexec) -> Non
     try:
         time.sleep(8)  # the nodes' workers start: not timed
         seconds = crawl(site, limit)
-        from ingest.models import Delivery
+        from ingest.delivery.models import Delivery
 
         running = [Delivery.State.QUEUED, Delivery.State.PROCESSING]
         while OrmQ.objects.exists() or Delivery.objects.filter(state__in=running):
@@ -154,7 +154,7 @@ def crawl(site: Site, limit: int) -> float:
 def report(site: Site, root: Path, seconds: float, names: list[str]) -> None:
     from django.db.models import Count, Sum
 
-    from ingest.models import Delivery
+    from ingest.delivery.models import Delivery
     from retrieval.models import Chunk, Embedding, EmbeddingUsage
     from sources.models import Page, PageVersion
 

@@ -157,7 +157,7 @@ def crawl(site: Site, limit: int, name: str, hooks: list[str]) -> Measured:
     from ingest.crawl.progress import crawl_progress
     from ingest.crawl.services import crawl_start
     from ingest.crawl.setup import source_for_crawl
-    from ingest.models import Notification, Subscription
+    from ingest.notify.models import Notification, Subscription
     from ingest.notify.services import notifications_send_soon
 
     source, _ = source_for_crawl(
@@ -198,7 +198,7 @@ def attempts_report() -> None:
     attempts of one round (one claim time) run at once."""
     from django.db.models import Max
 
-    from ingest.models import NotificationAttempt, Subscription
+    from ingest.notify.models import NotificationAttempt, Subscription
 
     attempts = NotificationAttempt.objects.all()
     rounds = attempts.values("attempted_at").annotate(longest=Max("duration_ms"))

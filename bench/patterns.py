@@ -82,7 +82,7 @@ def page(name: str, crafted: str) -> str:
 def world() -> tuple:
     from django.contrib.auth.models import Group
 
-    from ingest.models import Subscription
+    from ingest.notify.models import Subscription
     from sources.models import Source
 
     victim = Source.objects.create(name="Victim docs", seed_urls=f"{VICTIM}/")
@@ -113,8 +113,8 @@ def deliveries(name: str, crafted: str, count: int) -> list[float]:
     from django_q.models import OrmQ
 
     from ingest.delivery.job import delivery_process
+    from ingest.delivery.models import Delivery
     from ingest.delivery.queue import delivery_receive
-    from ingest.models import Delivery
     from ingest.reading import wire
 
     seconds = []
@@ -139,7 +139,7 @@ def deliveries(name: str, crafted: str, count: int) -> list[float]:
 
 def calls(victim, subscription, crafted: str, repeat: int = 50) -> dict[str, float]:
     """Milliseconds of each call a delivery makes that runs the patterns."""
-    from ingest.delivery.steps import source_content
+    from ingest.reading.rules import source_content
     from sources.scope import ScopeMap
 
     url = f"{VICTIM}/calls/{crafted}"

@@ -445,7 +445,7 @@ def quality(args) -> None:
 
     if args.reingest:
         # Pages go, vectors stay: only texts the new derivation changed are embedded.
-        from ingest.models import Delivery
+        from ingest.delivery.models import Delivery
 
         Delivery.objects.all().delete()
         Page.objects.all().delete()

@@ -89,7 +89,7 @@ def round_trips(corpus: list[tuple[str, str, int]]) -> dict[str, list[int]]:
     from django_q.models import OrmQ
 
     from ingest.delivery.job import delivery_process
-    from ingest.models import Delivery
+    from ingest.delivery.models import Delivery
 
     heading_end = re.compile(r"</h[1-3]>")
     edited = [

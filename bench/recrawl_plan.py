@@ -22,7 +22,7 @@ def fill(pages: int) -> None:
     from django.db import connection
     from django.utils import timezone
 
-    from ingest.models import Push
+    from ingest.pushing.models import Push
     from sources.models import HOUR, Page, Source
 
     source = Source.objects.create(
@@ -62,8 +62,8 @@ def main() -> None:
     from django.db import connection, transaction
     from django.test.utils import CaptureQueriesContext
 
-    from ingest.models import Push
     from ingest.planning.recrawl import recrawl_due
+    from ingest.pushing.models import Push
     from sources.models import Source
     from sources.replan import source_schedule_replan
 

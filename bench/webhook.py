@@ -208,7 +208,7 @@ def measure_under_ingest(
     try:
         os.environ.update(fake_openai_env(base_url))
         django_fresh()
-        from ingest.models import Delivery
+        from ingest.delivery.models import Delivery
         from sources.models import Source
 
         Source.objects.create(name="PostgreSQL 15 manual", seed_urls=BASE_URL)

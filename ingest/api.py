@@ -21,8 +21,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from ingest.models import PublishCheck, PublishToken
 from ingest.planning.recrawl import RECRAWL_PERMISSION, recrawl_due, urls_recrawl
+from ingest.publish.models import PublishCheck, PublishToken
 from ingest.publish.services import publish_check_request, publish_token_find
 from sources.models import Source
 

@@ -96,11 +96,17 @@ class IngestConfig(AppConfig):
 
         from ingest import checks  # noqa: F401  (registered on import)
         from ingest.delivery import schema  # noqa: F401  (registered on import)
+        from ingest.delivery.job import content_indexed
+        from ingest.planning import discovery
         from kbsite.queue_broker import database_back
 
         post_migrate.connect(_ensure_schedules, sender=self)
         post_save.connect(_source_saved, sender="sources.Source")
         post_save.connect(_change_recorded, sender="sources.PageVersion")
+        # The links of new content go to a crawler that only fetches what it is given.
+        content_indexed.connect(
+            discovery.content_indexed, dispatch_uid="ingest.discovery"
+        )
         # Each worker process django-q2 starts resumes the running crawls at once.
         post_spawn.connect(_worker_started, dispatch_uid="ingest.worker_started")
         # The cluster queues again what a database outage stranded, once it is back.

@@ -5,8 +5,8 @@ from django.core.checks import Tags, Warning, register
 from django.db import DatabaseError, connection
 
 from ingest.fetchers.kinds import kinds_where
-from ingest.models import Subscription
 from ingest.notify.filters import lines_of, url_pattern
+from ingest.notify.models import Subscription
 from sources.models import Source
 
 

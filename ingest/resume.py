@@ -13,8 +13,8 @@ from typing import Any
 from django.db import DatabaseError, transaction
 
 from ingest.crawl.jobs import crawls_resume
+from ingest.crawl.models import Crawl
 from ingest.delivery.queue import deliveries_requeue_stalled
-from ingest.models import Crawl
 from ingest.publish.services import publish_checks_resume
 from sources.models import Source
 

@@ -1,7 +1,7 @@
-"""The site's own table: the API throttles' recent requests; and the shape of a
-secret key kept only as its hash. (This module also makes Django send
-``post_migrate`` for the site app, which creates the cache table then; see
-``apps.py``.)"""
+"""The site's own table: the API throttles' recent requests; the shape of a secret
+key kept only as its hash; and the transaction's time as an expression. (This
+module also makes Django send ``post_migrate`` for the site app, which creates the
+cache table then; see ``apps.py``.)"""
 
 from __future__ import annotations
 
@@ -92,3 +92,11 @@ class HashedKey(models.Model):
         """Refused from ``at`` on; False if it already was."""
         rows = type(self)._default_manager.filter(pk=self.pk, revoked_at=None)
         return bool(rows.update(revoked_at=at))
+
+
+class TransactionNow(models.Func):
+    """When the transaction began: the same in every statement of it (Django's
+    ``Now`` is the statement's time on PostgreSQL)."""
+
+    template = "CURRENT_TIMESTAMP"
+    output_field = models.DateTimeField()

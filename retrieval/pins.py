@@ -23,10 +23,10 @@ from django.db import transaction
 from django.db.models import Q
 from pgvector.django import CosineDistance
 
+from kbsite.models import TransactionNow
 from kbsite.text import count_tokens
 from retrieval.grouping import GROUP_SIMILARITY, question_key
 from retrieval.models import Chunk, Pin, PinQuestion
-from retrieval.rechecks import TransactionNow
 from retrieval.searchable import Searchable
 from retrieval.spaces import serving, usage_record
 from sources.models import Caller, Page

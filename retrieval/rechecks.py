@@ -28,8 +28,6 @@ from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
 from django.db.models import (
     Count,
-    DateTimeField,
-    Func,
     IntegerField,
     OuterRef,
     Subquery,
@@ -37,19 +35,12 @@ from django.db.models import (
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from kbsite.models import TransactionNow
 from retrieval import sql
 from retrieval.models import QueryLog
 from sources.models import Caller, Page, PageVersion, Source, System, caller_check
 
 logger = logging.getLogger(__name__)
-
-
-class TransactionNow(Func):
-    """When the transaction began: the same in every statement of it (Django's
-    ``Now`` is the statement's time on PostgreSQL)."""
-
-    template = "CURRENT_TIMESTAMP"
-    output_field = DateTimeField()
 
 
 HOUR = timedelta(hours=1)

@@ -13,8 +13,11 @@ from django.contrib.auth.models import Group, Permission
 from django.test import TestCase
 from django.utils import timezone
 
-from ingest.models import Crawl, CrawlUrl, Delivery, PublishCheck, Push
+from ingest.crawl.models import Crawl, CrawlUrl
+from ingest.delivery.models import Delivery
+from ingest.publish.models import PublishCheck
 from ingest.publish.services import publish_token_create
+from ingest.pushing.models import Push
 from ingest.reading.boilerplate import line_shape, shape_hash
 from retrieval.models import Chunk, Embedding, EmbeddingUsage, QueryLog
 from sources.models import SYSTEM, LineShape, Page, PageVersion, Source

@@ -20,7 +20,7 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 
 from ingest.crawl.jobs import CRAWL_TASK
-from ingest.models import Delivery
+from ingest.delivery.models import Delivery
 from retrieval.models import QueryLog
 from sources.models import Page, Source
 from tests.admin_world import PASSWORD, editor_create
@@ -276,8 +276,8 @@ def test_a_first_crawl_indexing_when_a_recrawl_is_due_shows_one_true_progress(
     and the overview and the Crawls list say the crawl is indexing."""
     from selenium.webdriver.common.by import By
 
+    from ingest.crawl.models import Crawl
     from ingest.delivery.queue import TASK as DELIVERY_TASK
-    from ingest.models import Crawl
     from ingest.planning.recrawl import recrawl_due
 
     settings.CRAWL_ALLOW_PRIVATE_ADDRESSES = True

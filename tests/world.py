@@ -10,8 +10,9 @@ from django.test import TestCase, override_settings
 from django.utils import timezone
 
 from ingest.delivery.job import delivery_process
+from ingest.delivery.models import Delivery
 from ingest.delivery.queue import delivery_receive
-from ingest.models import Delivery, Push
+from ingest.pushing.models import Push
 from ingest.reading import wire
 from retrieval.embeddings import get_embedder
 from retrieval.spaces import space_register, space_switch

@@ -13,7 +13,7 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html_join
 
-from ingest.models import Delivery
+from ingest.delivery.models import Delivery
 from ingest.planning.admin import plan_report
 from ingest.planning.recrawl import RECRAWL_PERMISSION, pages_recrawl
 from kbsite.admin_utils import ago, number, tokens_cost

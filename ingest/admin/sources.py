@@ -27,9 +27,10 @@ from ingest.crawl.admin import progress_html, status_html
 from ingest.crawl.claims import hosts_paused
 from ingest.crawl.progress import crawl_progress
 from ingest.crawl.robots import origin_of
+from ingest.delivery.models import Delivery
 from ingest.delivery.rederive import READING_FIELDS, source_reading_changed
 from ingest.fetchers.kinds import fetcher_kind
-from ingest.models import Delivery, Subscription
+from ingest.notify.models import Subscription
 from ingest.planning.admin import plan_report, seeds_report
 from ingest.planning.recrawl import RECRAWL_PERMISSION, recrawl_due, source_crawl_start
 from ingest.publish.services import publish_check_request

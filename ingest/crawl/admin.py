@@ -12,9 +12,9 @@ from django.urls import reverse
 from django.utils import formats, timezone
 from django.utils.html import format_html
 
+from ingest.crawl.models import Crawl, CrawlUrl
 from ingest.crawl.progress import Progress, Status, crawl_errors, crawl_progress
 from ingest.crawl.services import crawl_cancel
-from ingest.models import Crawl, CrawlUrl
 from kbsite.admin_utils import ReadOnlyAdmin, ago
 from sources.admin.visibility import VisibleRowsAdmin
 

@@ -12,11 +12,11 @@ from functools import lru_cache
 from django.db import transaction
 from django.utils import timezone
 
-from ingest import sql
+from ingest.crawl import sql
 from ingest.crawl.links import looks_like_page
+from ingest.crawl.models import Crawl, CrawlUrl
 from ingest.crawl.robots import origin_of
 from ingest.fetchers.safety import scheme_refusal, url_unusable
-from ingest.models import Crawl, CrawlUrl
 from kbsite.canonical import canonical_url
 from sources.models import Page
 from sources.scope import ScopeMap

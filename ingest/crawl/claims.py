@@ -13,8 +13,8 @@ from django.db.models import DateTimeField, Min, Q, Value
 from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
-from ingest import sql
-from ingest.models import Crawl, CrawlHost, CrawlUrl
+from ingest.crawl import sql
+from ingest.crawl.models import Crawl, CrawlHost, CrawlUrl
 
 # A worker waits at most this long for a host's turn, rather than take another URL.
 MAX_WAIT = 10.0

@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ingest.crawl.links import PageFacts
+from ingest.crawl.models import Crawl
 from ingest.crawl.robots import RobotsCache
 from ingest.fetchers.http import Fetcher, Response
-from ingest.models import Crawl
 from sources.scope import ScopeMap
 
 

@@ -12,10 +12,10 @@ from django.db import transaction
 from ingest.crawl import admission, results
 from ingest.crawl.admission import Found
 from ingest.crawl.context import Context, Reached, Stop
+from ingest.crawl.models import CrawlUrl
 from ingest.crawl.reading import held_links
 from ingest.delivery.queue import delivery_receive
 from ingest.fetchers.http import http_date, media_type_wanted
-from ingest.models import CrawlUrl
 from ingest.reading import wire
 from sources.models import Page
 

@@ -14,8 +14,8 @@ from ingest.crawl import claims, results
 from ingest.crawl.context import Again, Context, Stop
 from ingest.crawl.delivering import page_deliver, url_fail
 from ingest.crawl.hops import url_follow
+from ingest.crawl.models import CrawlUrl
 from ingest.crawl.sitemaps import sitemap_read
-from ingest.models import CrawlUrl
 
 logger = logging.getLogger(__name__)
 

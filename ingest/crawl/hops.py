@@ -11,6 +11,7 @@ from django.conf import settings
 
 from ingest.crawl import claims
 from ingest.crawl.context import Again, Context, Reached, Stop
+from ingest.crawl.models import CrawlUrl
 from ingest.crawl.reading import page_read
 from ingest.crawl.robots import RobotsUnreachable, origin_of
 from ingest.crawl.sitemaps import sitemaps_discover
@@ -21,7 +22,6 @@ from ingest.fetchers.safety import (
     scheme_refusal,
     url_unusable,
 )
-from ingest.models import CrawlUrl
 from kbsite.canonical import canonical_url
 from sources.models import Page
 

@@ -21,10 +21,10 @@ from ingest.crawl import claims
 from ingest.crawl.context import Context
 from ingest.crawl.delivering import url_fail
 from ingest.crawl.fetch import crawl_url_fetch
+from ingest.crawl.models import Crawl, CrawlUrl
 from ingest.crawl.robots import RobotsCache
 from ingest.fetchers.http import Fetcher, FetchError
 from ingest.fetchers.kinds import fetcher_kind
-from ingest.models import Crawl, CrawlUrl
 from sources.models import Source
 from sources.scope import ScopeMap
 

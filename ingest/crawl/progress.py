@@ -17,7 +17,8 @@ from django.db.models import Count, F, Max, Q, QuerySet
 from django.utils import timezone
 
 from ingest.crawl.claims import hosts_paused
-from ingest.models import Crawl, CrawlUrl, Delivery
+from ingest.crawl.models import Crawl, CrawlUrl
+from ingest.delivery.models import Delivery
 
 Result = CrawlUrl.Result
 # Links turned away at the door: not pages of the crawl.

@@ -7,8 +7,8 @@ from datetime import timedelta
 
 from django.utils import timezone
 
+from ingest.crawl.models import Crawl, CrawlUrl
 from ingest.crawl.robots import origin_of
-from ingest.models import Crawl, CrawlUrl
 
 
 def url_finish(

@@ -17,10 +17,10 @@ from django.conf import settings
 from django.utils import timezone
 from protego import Protego
 
-from ingest import sql
+from ingest.crawl import sql
 from ingest.crawl.claims import host_pause
+from ingest.crawl.models import CrawlHost
 from ingest.fetchers.http import Fetcher, FetchError, get_following
-from ingest.models import CrawlHost
 
 TTL = timedelta(hours=24)
 MAX_BYTES = 500 * 1024  # RFC 9309: at least 500 KiB must be read

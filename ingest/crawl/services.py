@@ -13,8 +13,8 @@ from django.utils import timezone
 from ingest.crawl import admission
 from ingest.crawl.admission import Found
 from ingest.crawl.jobs import NotCrawledHere, crawl_wake_cancel, crawl_workers_ensure
+from ingest.crawl.models import Crawl, CrawlUrl
 from ingest.fetchers.kinds import fetcher_kind, kinds_where
-from ingest.models import Crawl, CrawlUrl
 from sources.models import Page, Source
 from sources.scope import ScopeMap
 

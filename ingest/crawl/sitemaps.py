@@ -11,7 +11,7 @@ from django.utils import timezone
 from ingest.crawl import admission, results
 from ingest.crawl.admission import Found
 from ingest.crawl.context import Context, Reached, Stop
-from ingest.models import Crawl, CrawlUrl
+from ingest.crawl.models import Crawl, CrawlUrl
 from kbsite.canonical import canonical_url_or_none
 from kbsite.sitemaps import Entry, SitemapError, origin_sitemaps, sitemap_parse
 from sources.services import pages_sitemap_dated

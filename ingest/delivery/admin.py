@@ -12,8 +12,8 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
 
+from ingest.delivery.models import Delivery
 from ingest.delivery.queue import delivery_requeue
-from ingest.models import Delivery
 from kbsite.admin_utils import ReadOnlyAdmin, ago, number, title_and_path
 from sources.admin.visibility import VisibleRowsAdmin
 

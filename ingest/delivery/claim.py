@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from django.db import Error, connection
 from django.utils import timezone
 
-from ingest.models import Delivery
+from ingest.delivery.models import Delivery
 from kbsite import locks
 
 

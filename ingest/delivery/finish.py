@@ -1,11 +1,12 @@
-"""How a run of the delivery job ends: finished with an outcome, cut short by a
-``Skip``, retried after a ``Retry``, or superseded.
+"""How a run of the delivery job ends: the page locked, what the decision says
+written to it, and the delivery's outcome recorded, in one transaction.
 
 A run may change a page only if the page shows no newer crawl, checked under the
-page's row lock, and only if the delivery is still its to finish: the outcome is
-recorded by a conditional update in the transaction that changed the page, which
-rolls back if another run of the delivery finished it first. So two runs of one
-delivery, or deliveries of two crawls of one page, never both apply.
+page's row lock (``ingest.delivery.outcome.decide``), and only if the delivery is
+still its to finish: the outcome is recorded by a conditional update in the
+transaction that changed the page, which rolls back if another run of the delivery
+finished it first. So two runs of one delivery, or deliveries of two crawls of one
+page, never both apply.
 """
 
 from __future__ import annotations
@@ -13,9 +14,16 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
-from ingest.delivery.steps import page_lock
-from ingest.models import Delivery, Push
-from sources.models import Page
+from ingest.delivery.content import page_keep_body, page_lock, page_similarity_record
+from ingest.delivery.models import Delivery
+from ingest.delivery.outcome import Change, Decision, Read, Reading, decide
+from ingest.delivery.rederive import page_reread
+from ingest.fetchers.http import http_date
+from ingest.pushing.models import Push
+from kbsite.textdiff import change_measure
+from retrieval.indexing import page_chunks_replace
+from sources.models import Page, PageVersion
+from sources.services import page_shapes_record
 
 Outcome = Delivery.Outcome
 
@@ -29,46 +37,191 @@ class Superseded(Exception):
     changed in the transaction is rolled back."""
 
 
-class Skip(Exception):
-    """The delivery ends here with this outcome; the page may record a failure."""
-
-    def __init__(
-        self, outcome: Outcome, reason: str, *, page_failure: bool = False
-    ) -> None:
-        super().__init__(reason)
-        self.outcome = outcome
-        self.page_failure = page_failure
+# What a check that found the content the page holds writes to the page's row.
+VERIFIED_FIELDS = [
+    "check_hours", "check_changed", "check_quiet_hours", "change_rate",
+    "last_verified_at", "last_crawled_at", "original_status", "failure_count",
+    "last_error", "next_crawl_at", "etag", "last_modified", "site_modified_at",
+]  # fmt: skip
 
 
-def skip_finish(delivery: Delivery, page: Page, skip: Skip) -> Outcome:
+def delivery_apply(
+    delivery: Delivery, page: Page, pushed: Page | None, reading: Reading
+) -> Outcome | None:
+    """Apply what was read to ``page`` under its lock and record the outcome. None
+    if the body read before under the same rules is no longer the page's: read it
+    (``delivery_read`` with ``again``) and apply that."""
     with transaction.atomic():
-        locked = page_lock(page)
-        if skip.page_failure and not locked.is_newer_than(delivery.crawled_at):
-            locked.mark_failed(
-                at=delivery.received_at,
-                error=str(skip),
-                original_status=delivery.original_status,
+        locked = page_lock(page, original_of=reading.kind == Read.SAME_READING)
+        decision = decide(delivery, locked, reading)
+        if decision is None:
+            return None
+        if decision.change == Change.RETRY:
+            raise Retry(decision.note)
+        if decision.change != Change.NOTHING:
+            _page_write(delivery, locked, reading, decision)
+            locked.save(
+                update_fields=VERIFIED_FIELDS
+                if decision.change == Change.VERIFIED_READING
+                else None
             )
-            locked.save()
-        return delivery_finish(delivery, locked, skip.outcome, str(skip))
+        if decision.change not in (Change.NOTHING, Change.FAILURE):
+            _redirect(pushed, locked, delivery)
+        return delivery_finish(delivery, locked, decision.outcome, decision.note)
 
 
-def page_lock_for(
-    delivery: Delivery, page: Page, *, original_of: bool = False
-) -> Page | None:
-    """The page, locked (``page_lock``), if this delivery may change it; else the
-    delivery is finished as superseded (the page shows a newer crawl)."""
-    locked = page_lock(page, original_of=original_of)
-    if locked.is_newer_than(delivery.crawled_at):
-        _superseded(delivery, locked)
-        return None
-    return locked
-
-
-def _superseded(delivery: Delivery, page: Page) -> Outcome:
-    return delivery_finish(
-        delivery, page, Outcome.SKIPPED, "superseded: the page shows a newer crawl"
+def _page_write(
+    delivery: Delivery, page: Page, reading: Reading, decision: Decision
+) -> None:
+    """Write the decision to the locked page (saved by the caller)."""
+    content, change = reading.content, decision.change
+    if change == Change.FAILURE:
+        page.mark_failed(
+            at=delivery.received_at,
+            error=decision.note,
+            original_status=delivery.original_status,
+        )
+        return
+    if change == Change.GONE:
+        if page.status != Page.Status.GONE:
+            _page_unindex(
+                delivery, page, PageVersion.Kind.DELETED,
+                recorded_at=delivery.received_at,
+            )  # fmt: skip
+        page.mark_gone(
+            at=delivery.received_at,
+            crawled_at=delivery.crawled_at,
+            original_status=delivery.original_status or 404,
+        )
+        return
+    if change == Change.DUPLICATE:
+        assert content is not None and decision.original is not None
+        if page.status != Page.Status.DUPLICATE:
+            _page_unindex(
+                delivery, page, PageVersion.Kind.DUPLICATE,
+                content_hash=content.digest,
+            )  # fmt: skip
+        page.title = content.title[:500]
+        page.mark_duplicate(
+            of=decision.original,
+            at=delivery.received_at,
+            crawled_at=delivery.crawled_at,
+            digest=content.digest,
+        )
+        return
+    if change in (Change.REINDEXED, Change.REREAD, Change.CHANGED):
+        _chunks_swap(delivery, page, reading, change)
+    if change == Change.CHANGED:
+        _page_change(delivery, page, reading)
+    elif content is not None:
+        page_keep_body(page=page, content=content)
+        page.not_indexed_reason = reading.kept_out
+        page.mark_verified(at=delivery.received_at, crawled_at=delivery.crawled_at)
+    else:
+        page.mark_verified(at=delivery.received_at, crawled_at=delivery.crawled_at)
+    page.remember_validators(
+        etag=delivery.etag,
+        last_modified=delivery.last_modified,
+        site_modified_at=delivery.site_modified_at,
     )
+
+
+def _chunks_swap(
+    delivery: Delivery, page: Page, reading: Reading, change: Change
+) -> None:
+    """The page's chunks become the reading's; new content records its version
+    first (the chunks are swapped with the change they come from)."""
+    content, report = reading.content, reading.report
+    assert content is not None and report is not None
+    if change == Change.CHANGED:
+        kind = _content_step(page)
+        held = "" if kind != PageVersion.Kind.CHANGED else page.markdown
+        measured = change_measure(held, content.markdown)
+        delivery.version = PageVersion.objects.create(
+            page=page,
+            source_id=page.source_id,
+            kind=kind,
+            content_hash=content.digest,
+            markdown=content.markdown,
+            recorded_at=delivery.received_at,
+            lines_added=measured.lines_added,
+            lines_removed=measured.lines_removed,
+            words_added=measured.words_added,
+            words_removed=measured.words_removed,
+            sections=measured.sections,
+            chunks_embedded=report.embedded,
+        )
+    page_chunks_replace(
+        page=page,
+        drafts=reading.drafts,
+        change=delivery.version if change == Change.CHANGED else None,
+        vectors_fresh=not report.reused,
+    )
+    if change == Change.REREAD:
+        page_reread(page=page, content=content)
+
+
+def _page_change(delivery: Delivery, page: Page, reading: Reading) -> None:
+    content = reading.content
+    assert content is not None
+    page_keep_body(page=page, content=content)
+    page.not_indexed_reason = reading.kept_out
+    page.mark_changed(
+        at=delivery.received_at,
+        crawled_at=delivery.crawled_at,
+        title=content.title,
+        markdown=content.markdown,
+        digest=content.digest,
+        # The response's own date of this content (a sitemap's lastmod may name
+        # only the day): when the change came, for the schedule.
+        modified_at=http_date(delivery.last_modified),
+    )
+    page_similarity_record(page=page, sig=reading.signature)
+
+
+def _content_step(page: Page) -> PageVersion.Kind:
+    """New content is a new page the first time, a return after a tombstone, or a
+    change."""
+    if page.deleted_at:
+        return PageVersion.Kind.RESTORED
+    # Every step records when it came: a page without that has none.
+    if page.last_changed_at is None or not page.versions.exists():
+        return PageVersion.Kind.NEW
+    return PageVersion.Kind.CHANGED
+
+
+def _page_unindex(
+    delivery: Delivery, page: Page, kind: PageVersion.Kind, **version: object
+) -> None:
+    """The page leaves the index (its chunks and line shapes), and the delivery
+    records the version that says why."""
+    delivery.version = PageVersion.objects.create(
+        page=page, source_id=page.source_id, kind=kind, **version
+    )
+    page_chunks_replace(page=page, drafts=[], change=delivery.version)
+    page_shapes_record(page=page, shapes={})
+
+
+def _redirect(pushed: Page | None, page: Page, delivery: Delivery) -> None:
+    """The pushed URL now leads to ``page``: it leaves search and points there."""
+    if pushed is None or pushed.pk == page.pk:
+        return
+    locked = page_lock(pushed)
+    moving = locked.redirect_to_id != page.pk or locked.status != Page.Status.REDIRECTED
+    moved = None
+    if moving:
+        moved = PageVersion.objects.create(
+            page=locked,
+            source_id=locked.source_id,
+            kind=PageVersion.Kind.MOVED,
+            recorded_at=delivery.received_at,
+        )
+    page_chunks_replace(page=locked, drafts=[], change=moved)
+    locked.mark_redirected(
+        to=page, at=delivery.received_at, crawled_at=delivery.crawled_at
+    )
+    locked.final_url = page.url
+    locked.save()
 
 
 def delivery_finish(

@@ -20,10 +20,13 @@
 8. otherwise new content: chunked, new chunk texts embedded, swapped in; a page of
    the same source with almost the same text is flagged, never removed.
 
-Safe to run again after a crash, or twice at once: every change to a page happens
-under its row lock, and only while the delivery is still this run's to finish. The
-outcomes are applied in ``ingest.delivery.outcome``; ``ingest.delivery.finish``
-ends the run.
+The job reads top to bottom: the delivery claimed (``ingest.delivery.claim``), the
+page it is for found here, what was delivered read before any lock
+(``ingest.delivery.outcome``), then applied under the page's lock and recorded in
+one transaction (``ingest.delivery.finish``); a run that fails is retried
+(``ingest.delivery.queue``). Safe to run again after a crash, or twice at once:
+every change to a page happens under its row lock, and only while the delivery is
+still this run's to finish.
 """
 
 from __future__ import annotations
@@ -41,30 +44,26 @@ from django.db import (
     connection,
     transaction,
 )
+from django.dispatch import Signal
 
 from ingest.delivery.claim import delivery_held
-from ingest.delivery.finish import Skip, Superseded, delivery_finish, skip_finish
-from ingest.delivery.outcome import (
-    apply_content,
-    apply_gone,
-    apply_not_modified,
-    apply_same_reading,
-)
+from ingest.delivery.finish import Superseded, delivery_apply, delivery_finish
+from ingest.delivery.models import Delivery
+from ingest.delivery.outcome import Read, delivery_read
 from ingest.delivery.queue import connection_lost, delivery_retry_later, error_summary
-from ingest.delivery.rederive import source_boilerplate_catch_up
 from ingest.delivery.rescope import page_rescope, pages_rescope
-from ingest.delivery.steps import source_content
-from ingest.models import Delivery
-from ingest.planning.discovery import source_links_push
-from ingest.reading import wire
-from ingest.reading.content import Content, EmptyContent
 from sources.models import Page, Source
 from sources.scope import ScopeMap
 
+# Sent once a delivery's new content is in the index, outside its transaction, with
+# ``source``, ``page`` and ``content``: what follows new content (its links given
+# to a crawler that only fetches what it is given) is recrawl planning's to do
+# (``ingest.planning.discovery``, connected by the app), not the job's. A receiver
+# that raises fails the run, which is retried.
+content_indexed = Signal()
+
 logger = logging.getLogger(__name__)
 
-GONE_STATUSES = {404, 410}
-NOT_MODIFIED = 304
 Outcome = Delivery.Outcome
 
 
@@ -138,23 +137,18 @@ def _ingest(delivery: Delivery, scope: ScopeMap) -> Outcome:
             "patterns, or its seeds' directories); the page left search"
         )
         return delivery_finish(delivery, page, Outcome.REJECTED, note)
-    try:
-        if delivery.original_status in GONE_STATUSES:
-            return apply_gone(delivery, page, pushed)
-        _check_crawl_succeeded(delivery)
-        if delivery.original_status == NOT_MODIFIED:
-            return apply_not_modified(delivery, page, pushed)
-        same = apply_same_reading(delivery, page, pushed)
-        if same is not None:
-            return same
-        source_boilerplate_catch_up(source=page.source)
-        content = _content(delivery, page)
-        outcome = apply_content(delivery, page, pushed, content)
-    except Skip as skip:
-        return skip_finish(delivery, page, skip)
-    if outcome == Outcome.EMBEDDED:
+    reading = delivery_read(delivery, page)
+    outcome = delivery_apply(delivery, page, pushed, reading)
+    if outcome is None:
+        # The body read before under the same rules is no longer the page's.
+        reading = delivery_read(delivery, page, again=True)
+        outcome = delivery_apply(delivery, page, pushed, reading)
+        assert outcome is not None
+    if outcome == Outcome.EMBEDDED and reading.kind == Read.CONTENT:
         # New content may link to pages the crawler has not been given yet.
-        source_links_push(source=page.source, page=page, content=content)
+        content_indexed.send(
+            sender=Delivery, source=page.source, page=page, content=reading.content
+        )
     return outcome
 
 
@@ -209,25 +203,3 @@ def _uncovered(url: str, scope: ScopeMap) -> str:
                 "their seeds' directories, allow or deny patterns)"
             )
     return "no source covers this host"
-
-
-def _check_crawl_succeeded(delivery: Delivery) -> None:
-    crawler, site = delivery.crawler_status, delivery.original_status
-    if crawler is not None and crawler != 200:
-        raise Skip(Outcome.SKIPPED, f"crawler status {crawler}", page_failure=True)
-    if site is not None and site >= 400:
-        raise Skip(Outcome.SKIPPED, f"site status {site}", page_failure=True)
-
-
-def _content(delivery: Delivery, page: Page) -> Content:
-    try:
-        return source_content(
-            source=page.source,
-            url=page.url,
-            raw=bytes(delivery.body or b""),
-            content_type=delivery.content_type,
-        )
-    except wire.DeliveryError as exc:
-        raise Skip(Outcome.REJECTED, str(exc)) from None
-    except EmptyContent as exc:
-        raise Skip(Outcome.SKIPPED, str(exc), page_failure=True) from None

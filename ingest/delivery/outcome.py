@@ -1,190 +1,205 @@
-"""Each outcome of a delivery applied to its page, under the page's row lock: not
-modified, gone, new content, unchanged content, or a duplicate of an older page.
+"""What a delivery does to its page, decided in two steps.
 
-Embedding happens before the lock is taken (it may call a remote API); what was
-read is checked again under the lock, as another run may have changed the page
-meanwhile.
+``delivery_read``, before the page is locked, reads what was delivered: a status
+that settles it (gone, failed, not modified), a body read before under the same
+rules, or content, read, compared with the page's and, when new, embedded (which
+may call a remote API, so never under a lock). ``decide``, under the page's lock
+(``ingest.delivery.finish``), turns that reading and the page as it is now into a
+``Decision``: another run may have changed the page meanwhile. Both only read;
+``ingest.delivery.finish`` writes what the decision says.
 """
 
 from __future__ import annotations
 
-from django.db import transaction
+import enum
+from dataclasses import dataclass, field
 
-from ingest.delivery.finish import Retry, Skip, delivery_finish, page_lock_for
-from ingest.delivery.rederive import page_reread
-from ingest.delivery.steps import (
-    content_embed,
+from ingest.delivery.content import content_embed
+from ingest.delivery.models import Delivery
+from ingest.delivery.rederive import source_boilerplate_catch_up
+from ingest.reading import similarity, wire
+from ingest.reading.content import Content, EmptyContent
+from ingest.reading.rules import (
     content_kept_out,
-    page_keep_body,
-    page_lock,
-    page_similarity_record,
+    source_content,
     source_reading_key,
     source_restrip,
 )
-from ingest.fetchers.http import http_date
-from ingest.models import Delivery
-from ingest.reading import similarity
-from ingest.reading.content import Content
-from kbsite.textdiff import change_measure
-from retrieval.indexing import page_chunks_replace
-from sources.models import Page, PageVersion
-from sources.services import page_shapes_record
+from retrieval.chunking import ChunkDraft
+from retrieval.indexing import EmbedReport
+from sources.models import Page
 
 Outcome = Delivery.Outcome
+GONE_STATUSES = {404, 410}
+NOT_MODIFIED = 304
 
 
-def apply_not_modified(delivery: Delivery, page: Page, pushed: Page | None) -> Outcome:
-    """The site said the content is the one the page holds: verified, and nothing
-    else (the stored body and Markdown stay as they are)."""
-    with transaction.atomic():
-        locked = page_lock_for(delivery, page)
-        if locked is None:
-            return Outcome.SKIPPED
-        if not locked.is_live:
-            raise Skip(
-                Outcome.SKIPPED,
-                f"304 Not Modified for a page that is {locked.status}",
-                page_failure=True,
-            )
-        locked.mark_verified(at=delivery.received_at, crawled_at=delivery.crawled_at)
-        _validators_keep(delivery, locked)
-        locked.save()
-        _redirect(pushed, locked, delivery)
-        return delivery_finish(delivery, locked, Outcome.UNCHANGED, "304 Not Modified")
+class Read(enum.Enum):
+    """What reading a delivery found, before the page is locked."""
+
+    GONE = "gone"  # 404 or 410: a tombstone
+    FAILED = "failed"  # the crawl failed, or the body was empty or unreadable
+    NOT_MODIFIED = "not modified"  # 304: the content the page holds
+    SAME_READING = "same reading"  # the body and rules the page was read from
+    DUPLICATE = "duplicate"  # an older live page of the source holds this content
+    UNCHANGED = "unchanged"  # the content the page holds
+    CONTENT = "content"  # new content, its new chunk texts embedded
 
 
-# What a check that found the content the page holds writes to the page's row.
-VERIFIED_FIELDS = [
-    "check_hours", "check_changed", "check_quiet_hours", "change_rate",
-    "last_verified_at", "last_crawled_at", "original_status", "failure_count",
-    "last_error", "next_crawl_at", "etag", "last_modified", "site_modified_at",
-]  # fmt: skip
+@dataclass
+class Reading:
+    """A delivery as read before the lock (``delivery_read``)."""
+
+    kind: Read
+    # FAILED: the outcome, why, and whether the page records it as its failure.
+    outcome: Outcome = Outcome.SKIPPED
+    reason: str = ""
+    page_failure: bool = False
+    # SAME_READING: the key the body and rules hash to.
+    reading_key: str = ""
+    # DUPLICATE, UNCHANGED, CONTENT: what was read, and why it stays out of
+    # answers ('' for content that is answered from).
+    content: Content | None = None
+    kept_out: str = ""
+    # CONTENT: the chunks, what embedding them cost, the text's signature.
+    drafts: list[ChunkDraft] = field(default_factory=list)
+    report: EmbedReport | None = None
+    signature: bytes = b""
 
 
-def apply_same_reading(
-    delivery: Delivery, page: Page, pushed: Page | None
-) -> Outcome | None:
-    """The body is the one the live page's Markdown was read from, under the same
-    rules (``source_reading_key``): unchanged, without reading it again. None if
-    that is not so under the page's lock, or an older page holds the same content
-    (the full reading settles it)."""
-    if not (page.is_live and page.reading_key):
-        return None  # a new page, or one out of search: nothing to compare with
-    reading_key = source_reading_key(
-        source=page.source,
-        url=page.url,
-        raw=bytes(delivery.body or b""),
-        content_type=delivery.content_type,
-    )
-    if page.reading_key != reading_key:
-        return None
-    with transaction.atomic():
-        locked = page_lock_for(delivery, page, original_of=True)
-        if locked is None:
-            return Outcome.SKIPPED
-        original = getattr(locked, "has_original", True)
-        if original or not locked.is_live or locked.reading_key != reading_key:
-            return None
-        locked.mark_verified(at=delivery.received_at, crawled_at=delivery.crawled_at)
-        _validators_keep(delivery, locked)
-        locked.save(update_fields=VERIFIED_FIELDS)
-        _redirect(pushed, locked, delivery)
-        return delivery_finish(delivery, locked, Outcome.UNCHANGED)
+class Change(enum.Enum):
+    """What a decision writes (``ingest.delivery.finish``)."""
+
+    NOTHING = "nothing"  # the outcome is recorded, the page left as it is
+    FAILURE = "failure"  # the page records a failed crawl
+    GONE = "gone"  # a tombstone
+    VERIFIED = "verified"  # checked: the content the page holds
+    VERIFIED_READING = "verified reading"  # the same, with nothing read again
+    VERIFIED_BODY = "verified body"  # the same content, from a newly kept body
+    REINDEXED = "reindexed"  # the same text, now kept out of answers or let in
+    REREAD = "reread"  # read again: boilerplate learned since
+    CHANGED = "changed"  # new content
+    DUPLICATE = "duplicate"  # a copy of an older page, which stays indexed
+    RETRY = "retry"  # the older page changed meanwhile: new content after all
 
 
-def apply_content(
-    delivery: Delivery, page: Page, pushed: Page | None, content: Content
-) -> Outcome:
-    if _original_of(page, content) is not None:
-        return _apply_duplicate(delivery, page, pushed, content)
+@dataclass(frozen=True)
+class Decision:
+    change: Change
+    outcome: Outcome
+    note: str = ""
+    # DUPLICATE: the older page that stays the one indexed.
+    original: Page | None = None
+
+
+SUPERSEDED = "superseded: the page shows a newer crawl"
+
+
+def delivery_read(delivery: Delivery, page: Page, *, again: bool = False) -> Reading:
+    """What was delivered for ``page``. ``again``: the page's lock showed that a
+    body read before under the same rules is no longer the page's; read it."""
+    crawler, site = delivery.crawler_status, delivery.original_status
+    if site in GONE_STATUSES:
+        return Reading(Read.GONE)
+    if crawler is not None and crawler != 200:
+        return _failed(f"crawler status {crawler}")
+    if site is not None and site >= 400:
+        return _failed(f"site status {site}")
+    if site == NOT_MODIFIED:
+        return Reading(Read.NOT_MODIFIED)
+    raw = bytes(delivery.body or b"")
+    if not again and page.is_live and page.reading_key:
+        key = source_reading_key(
+            source=page.source,
+            url=page.url,
+            raw=raw,
+            content_type=delivery.content_type,
+        )
+        if key == page.reading_key:
+            return Reading(Read.SAME_READING, reading_key=key)
+    source_boilerplate_catch_up(source=page.source)
+    try:
+        content = source_content(
+            source=page.source,
+            url=page.url,
+            raw=raw,
+            content_type=delivery.content_type,
+        )
+    except wire.DeliveryError as exc:
+        return Reading(Read.FAILED, outcome=Outcome.REJECTED, reason=str(exc))
+    except EmptyContent as exc:
+        return _failed(str(exc))
     kept_out = content_kept_out(content=content, source=page.source)
+    if _original_of(page, content) is not None:
+        return Reading(Read.DUPLICATE, content=content, kept_out=kept_out)
     if _same(page, content, kept_out):
-        return _apply_unchanged(delivery, page, pushed, content)
+        return Reading(Read.UNCHANGED, content=content, kept_out=kept_out)
     drafts, report = content_embed(content=content, page=page, delivery=delivery)
-    sig = similarity.signature(content.markdown)
-    with transaction.atomic():
-        locked = page_lock_for(delivery, page)
-        if locked is None:
-            return Outcome.SKIPPED
-        if _same(locked, content, kept_out):
-            return _verified(delivery, locked, pushed, content)
-        if locked.is_live and locked.content_hash == content.digest:
-            # The same text, now kept out of answers or let back in.
-            page_chunks_replace(
-                page=locked, drafts=drafts, vectors_fresh=not report.reused
-            )
-            locked.not_indexed_reason = kept_out
-            note = f"kept out of answers: {kept_out}" if kept_out else "answered from"
-            return _verified(delivery, locked, pushed, content, note)
-        if locked.is_live and _only_boilerplate_differs(locked, content):
-            page_chunks_replace(
-                page=locked, drafts=drafts, vectors_fresh=not report.reused
-            )
-            page_reread(page=locked, content=content)
-            locked.not_indexed_reason = kept_out
-            note = "the page read again: boilerplate learned since its last crawl"
-            return _verified(delivery, locked, pushed, content, note)
-        kind = _content_step(locked)
-        change = change_measure(_markdown_held(locked, kind), content.markdown)
-        delivery.version = PageVersion.objects.create(
-            page=locked,
-            source_id=locked.source_id,
-            kind=kind,
-            content_hash=content.digest,
-            markdown=content.markdown,
-            recorded_at=delivery.received_at,
-            lines_added=change.lines_added,
-            lines_removed=change.lines_removed,
-            words_added=change.words_added,
-            words_removed=change.words_removed,
-            sections=change.sections,
-            chunks_embedded=report.embedded,
-        )
-        page_chunks_replace(
-            page=locked,
-            drafts=drafts,
-            change=delivery.version,
-            vectors_fresh=not report.reused,
-        )
-        page_keep_body(page=locked, content=content)
-        locked.not_indexed_reason = kept_out
-        locked.mark_changed(
-            at=delivery.received_at,
-            crawled_at=delivery.crawled_at,
-            title=content.title,
-            markdown=content.markdown,
-            digest=content.digest,
-            # The response's own date of this content (a sitemap's lastmod
-            # may name only the day): when the change came, for the schedule.
-            modified_at=http_date(delivery.last_modified),
-        )
-        _validators_keep(delivery, locked)
-        page_similarity_record(page=locked, sig=sig)
-        locked.save()
-        _redirect(pushed, locked, delivery)
-        note = f"{report.embedded} new chunk texts, {report.reused} reused"
-        if kept_out:
-            note = f"kept out of answers: {kept_out}"
-        return delivery_finish(delivery, locked, Outcome.EMBEDDED, note)
+    return Reading(
+        Read.CONTENT,
+        content=content,
+        kept_out=kept_out,
+        drafts=drafts,
+        report=report,
+        signature=similarity.signature(content.markdown),
+    )
 
 
-def _content_step(page: Page) -> PageVersion.Kind:
-    """New content is a new page the first time, a return after a tombstone, or a
-    change."""
-    if page.deleted_at:
-        return PageVersion.Kind.RESTORED
-    # Every step records when it came: a page without that has none.
-    if page.last_changed_at is None or not page.versions.exists():
-        return PageVersion.Kind.NEW
-    return PageVersion.Kind.CHANGED
+def decide(delivery: Delivery, page: Page, reading: Reading) -> Decision | None:
+    """What the delivery does to ``page``, locked, as it is now. None: the body
+    read before under the same rules is no longer the page's (``delivery_read``
+    with ``again``)."""
+    if reading.kind == Read.FAILED:
+        # A failure is recorded whatever the page shows; the page takes it as its
+        # own only if it shows no newer crawl.
+        failure = reading.page_failure and not page.is_newer_than(delivery.crawled_at)
+        change = Change.FAILURE if failure else Change.NOTHING
+        return Decision(change, reading.outcome, reading.reason)
+    if page.is_newer_than(delivery.crawled_at):
+        return Decision(Change.NOTHING, Outcome.SKIPPED, SUPERSEDED)
+    match reading.kind:
+        case Read.GONE:
+            return Decision(Change.GONE, Outcome.DELETED)
+        case Read.NOT_MODIFIED if not page.is_live:
+            note = f"304 Not Modified for a page that is {page.status}"
+            return Decision(Change.FAILURE, Outcome.SKIPPED, note)
+        case Read.NOT_MODIFIED:
+            return Decision(Change.VERIFIED, Outcome.UNCHANGED, "304 Not Modified")
+        case Read.SAME_READING:
+            original = getattr(page, "has_original", True)
+            if original or not page.is_live or page.reading_key != reading.reading_key:
+                return None
+            return Decision(Change.VERIFIED_READING, Outcome.UNCHANGED)
+    return _content_decide(page, reading)
 
 
-def _markdown_held(page: Page, kind: PageVersion.Kind) -> str:
-    """The Markdown the page holds before new content: none for a new page or one
-    back from a tombstone (not read), else its own."""
-    if kind in (PageVersion.Kind.NEW, PageVersion.Kind.RESTORED):
-        return ""
-    return page.markdown
+def _content_decide(page: Page, reading: Reading) -> Decision:
+    content, kept_out = reading.content, reading.kept_out
+    assert content is not None
+    if reading.kind == Read.DUPLICATE:
+        original = _original_of(page, content)
+        if original is None:
+            note = "the original page changed while this delivery was read"
+            return Decision(Change.RETRY, Outcome.SKIPPED, note)
+        note = f"same content as {original}"
+        return Decision(Change.DUPLICATE, Outcome.DUPLICATE, note, original)
+    if reading.kind == Read.UNCHANGED or _same(page, content, kept_out):
+        return Decision(Change.VERIFIED_BODY, Outcome.UNCHANGED)
+    if page.is_live and page.content_hash == content.digest:
+        note = f"kept out of answers: {kept_out}" if kept_out else "answered from"
+        return Decision(Change.REINDEXED, Outcome.UNCHANGED, note)
+    if page.is_live and _only_boilerplate_differs(page, content):
+        note = "the page read again: boilerplate learned since its last crawl"
+        return Decision(Change.REREAD, Outcome.UNCHANGED, note)
+    assert reading.report is not None
+    note = f"{reading.report.embedded} new chunk texts, {reading.report.reused} reused"
+    if kept_out:
+        note = f"kept out of answers: {kept_out}"
+    return Decision(Change.CHANGED, Outcome.EMBEDDED, note)
+
+
+def _failed(reason: str) -> Reading:
+    return Reading(Read.FAILED, reason=reason, page_failure=True)
 
 
 def _same(page: Page, content: Content, kept_out: str) -> bool:
@@ -194,31 +209,6 @@ def _same(page: Page, content: Content, kept_out: str) -> bool:
         and page.content_hash == content.digest
         and page.not_indexed_reason == kept_out
     )
-
-
-def _apply_unchanged(
-    delivery: Delivery, page: Page, pushed: Page | None, content: Content
-) -> Outcome:
-    with transaction.atomic():
-        locked = page_lock_for(delivery, page)
-        if locked is None:
-            return Outcome.SKIPPED
-        return _verified(delivery, locked, pushed, content)
-
-
-def _verified(
-    delivery: Delivery,
-    page: Page,
-    pushed: Page | None,
-    content: Content,
-    note: str = "",
-) -> Outcome:
-    page_keep_body(page=page, content=content)
-    page.mark_verified(at=delivery.received_at, crawled_at=delivery.crawled_at)
-    _validators_keep(delivery, page)
-    page.save()
-    _redirect(pushed, page, delivery)
-    return delivery_finish(delivery, page, Outcome.UNCHANGED, note)
 
 
 def _only_boilerplate_differs(page: Page, content: Content) -> bool:
@@ -240,96 +230,3 @@ def _original_of(page: Page, content: Content) -> Page | None:
         pk__lt=page.pk,
     )
     return same.order_by("pk").first()
-
-
-def _apply_duplicate(
-    delivery: Delivery, page: Page, pushed: Page | None, content: Content
-) -> Outcome:
-    with transaction.atomic():
-        locked = page_lock_for(delivery, page)
-        if locked is None:
-            return Outcome.SKIPPED
-        original = _original_of(locked, content)
-        if original is None:  # it changed meanwhile: this is new content after all
-            raise Retry("the original page changed while this delivery was read")
-        if locked.status != Page.Status.DUPLICATE:
-            _page_unindex(
-                delivery, locked, PageVersion.Kind.DUPLICATE,
-                content_hash=content.digest,
-            )  # fmt: skip
-        locked.title = content.title[:500]
-        locked.mark_duplicate(
-            of=original,
-            at=delivery.received_at,
-            crawled_at=delivery.crawled_at,
-            digest=content.digest,
-        )
-        locked.save()
-        _redirect(pushed, locked, delivery)
-        return delivery_finish(
-            delivery, locked, Outcome.DUPLICATE, f"same content as {original}"
-        )
-
-
-def _page_unindex(
-    delivery: Delivery, page: Page, kind: PageVersion.Kind, **version: object
-) -> None:
-    """The page leaves the index (its chunks and line shapes), and the delivery
-    records the version that says why."""
-    delivery.version = PageVersion.objects.create(
-        page=page, source_id=page.source_id, kind=kind, **version
-    )
-    page_chunks_replace(page=page, drafts=[], change=delivery.version)
-    page_shapes_record(page=page, shapes={})
-
-
-def _validators_keep(delivery: Delivery, page: Page) -> None:
-    page.remember_validators(
-        etag=delivery.etag,
-        last_modified=delivery.last_modified,
-        site_modified_at=delivery.site_modified_at,
-    )
-
-
-def apply_gone(delivery: Delivery, page: Page, pushed: Page | None) -> Outcome:
-    """The page answers 404 or 410: a tombstone. A pushed page that led to it
-    leaves search too, pointing to it: its address now ends at a missing page."""
-    with transaction.atomic():
-        locked = page_lock_for(delivery, page)
-        if locked is None:
-            return Outcome.SKIPPED
-        if locked.status != Page.Status.GONE:
-            _page_unindex(
-                delivery, locked, PageVersion.Kind.DELETED,
-                recorded_at=delivery.received_at,
-            )  # fmt: skip
-        locked.mark_gone(
-            at=delivery.received_at,
-            crawled_at=delivery.crawled_at,
-            original_status=delivery.original_status or 404,
-        )
-        locked.save()
-        _redirect(pushed, locked, delivery)
-        return delivery_finish(delivery, locked, Outcome.DELETED)
-
-
-def _redirect(pushed: Page | None, page: Page, delivery: Delivery) -> None:
-    """The pushed URL now leads to ``page``: it leaves search and points there."""
-    if pushed is None or pushed.pk == page.pk:
-        return
-    locked = page_lock(pushed)
-    moving = locked.redirect_to_id != page.pk or locked.status != Page.Status.REDIRECTED
-    moved = None
-    if moving:
-        moved = PageVersion.objects.create(
-            page=locked,
-            source_id=locked.source_id,
-            kind=PageVersion.Kind.MOVED,
-            recorded_at=delivery.received_at,
-        )
-    page_chunks_replace(page=locked, drafts=[], change=moved)
-    locked.mark_redirected(
-        to=page, at=delivery.received_at, crawled_at=delivery.crawled_at
-    )
-    locked.final_url = page.url
-    locked.save()

@@ -17,9 +17,9 @@ from django_q.conf import Conf
 from django_q.models import OrmQ, Schedule
 from django_q.tasks import async_task, schedule
 
-from ingest import sql
+from ingest.delivery import sql
 from ingest.delivery.claim import deliveries_held
-from ingest.models import Delivery
+from ingest.delivery.models import Delivery
 from ingest.reading import wire
 from sources.scope import source_for_url
 

@@ -15,18 +15,12 @@ from django.db.models import F, QuerySet, Value
 from django.db.models.functions import Concat
 from django_q.tasks import async_task
 
-from ingest.delivery.steps import (
-    content_embed,
-    content_kept_out,
-    page_lock,
-    page_similarity_record,
-    source_content,
-    source_restrip,
-)
-from ingest.models import Delivery
+from ingest.delivery.content import content_embed, page_lock, page_similarity_record
+from ingest.delivery.models import Delivery
 from ingest.reading import similarity, wire
 from ingest.reading.content import Content, EmptyContent
 from ingest.reading.extract import EXTRACTOR_VERSION
+from ingest.reading.rules import content_kept_out, source_content, source_restrip
 from retrieval.indexing import page_chunks_replace
 from sources.models import Page, PageVersion, Source
 from sources.services import source_boilerplate_refresh

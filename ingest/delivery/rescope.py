@@ -18,7 +18,7 @@ from django.db import transaction
 from django.utils import timezone
 from django_q.tasks import async_task
 
-from ingest.delivery.steps import page_lock
+from ingest.delivery.content import page_lock
 from retrieval.indexing import page_chunks_replace
 from sources.models import LineShape, Page, PageVersion, Source
 from sources.scope import ScopeMap

@@ -13,7 +13,7 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
-from ingest.models import Notification, NotificationAttempt, Subscription
+from ingest.notify.models import Notification, NotificationAttempt, Subscription
 from ingest.notify.services import subscription_enable, subscription_secret_renew
 from kbsite.admin_utils import ReadOnlyAdmin, ago
 from sources.admin.visibility import VisibleRowsAdmin

@@ -5,6 +5,7 @@ page and is pushed once, up to the source's ``max_pages``."""
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from django.conf import settings
 from selectolax.lexbor import LexborHTMLParser
@@ -49,6 +50,13 @@ def source_links_push(*, source: Source, page: Page, content: Content) -> Recraw
         base_url=page.url,
     )
     return source_urls_push(source=source, urls=links, exclude=page.url)
+
+
+def content_indexed(
+    sender: type, *, source: Source, page: Page, content: Content, **kwargs: Any
+) -> None:
+    """The delivery job indexed new content (``ingest.delivery.job``)."""
+    source_links_push(source=source, page=page, content=content)
 
 
 def source_urls_push(

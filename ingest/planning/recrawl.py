@@ -17,9 +17,11 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 from django_q.tasks import async_task
 
+from ingest.crawl.models import CrawlUrl
 from ingest.crawl.services import crawl_start, page_fetch_queue
+from ingest.delivery.models import Delivery
 from ingest.fetchers.kinds import fetcher_kind, kinds_where
-from ingest.models import CrawlUrl, Delivery, Push
+from ingest.pushing.models import Push
 from ingest.pushing.services import pages_push_queue, pushes_expire
 from kbsite import locks
 from kbsite.canonical import canonical_url_or_none

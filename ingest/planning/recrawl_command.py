@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
-from ingest.models import Push
 from ingest.planning.recrawl import RecrawlPlan
+from ingest.pushing.models import Push
 from ingest.pushing.services import PushingUnavailable, PushReport, pushes_send
 from kbsite.progress import ProgressBar
 from sources.models import Source

@@ -13,8 +13,8 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
 
-from ingest.models import PublishCheck, PublishToken
 from ingest.planning.recrawl import RECRAWL_PERMISSION
+from ingest.publish.models import PublishCheck, PublishToken
 from ingest.publish.services import publish_token_create
 from kbsite.admin_utils import ReadOnlyAdmin, ago
 from sources.admin.visibility import VisibleRowsAdmin

@@ -43,13 +43,14 @@ from django_q.tasks import async_task
 
 from ingest.crawl.claims import host_turn_end, host_turn_wait
 from ingest.crawl.jobs import job_seconds
+from ingest.crawl.models import Crawl
 from ingest.crawl.robots import origin_of
 from ingest.crawl.services import page_fetch_queue
 from ingest.fetchers.http import DirectFetcher, Fetcher, FetchError, Response
 from ingest.fetchers.kinds import fetcher_kind
-from ingest.models import Crawl, PublishCheck, PublishCheckEntry, PublishToken
 from ingest.planning.recrawl import pushes_send_soon
 from ingest.planning.sitemap_seeds import SitemapReading, SitemapSeeds
+from ingest.publish.models import PublishCheck, PublishCheckEntry, PublishToken
 from ingest.pushing.services import page_ids_push_queue
 from kbsite.sitemaps import Entry
 from sources.models import Caller, Page, Source

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from ingest.models import Push
+from ingest.pushing.models import Push
 from kbsite.admin_utils import ReadOnlyAdmin, title_and_path
 from sources.admin.visibility import VisibleRowsAdmin
 

@@ -25,8 +25,8 @@ from django.conf import settings
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from ingest import sql
-from ingest.models import Push
+from ingest.pushing import sql
+from ingest.pushing.models import Push
 from kbsite import locks
 from sources.models import Page
 

@@ -55,7 +55,7 @@ class Content:
     # if it is: crawled for its links, kept out of answers.
     not_content: NotContent | None = None
     release_notes: bool = False  # see ingest.reading.release_notes
-    # The body and the rules that read it, hashed (``ingest.delivery.steps``): the same
+    # The body and the rules that read it, hashed (``ingest.reading.rules``): the same
     # key means the same content without reading the body again.
     reading_key: str = ""
 

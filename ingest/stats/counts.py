@@ -34,8 +34,9 @@ from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet, Subquery, 
 from django.db.models.functions import Coalesce, TruncDate
 from django.utils import timezone
 
+from ingest.crawl.models import Crawl
 from ingest.crawl.progress import crawl_errors
-from ingest.models import Crawl, Delivery
+from ingest.delivery.models import Delivery
 from retrieval.models import Chunk, EmbeddingUsage
 from sources.models import Caller, Page, Source, stale_condition
 from sources.visibility import rows_visible_to, sees_every_row

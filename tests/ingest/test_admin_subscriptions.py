@@ -8,7 +8,7 @@ from django.test import override_settings
 from django.urls import reverse
 from django.utils import timezone
 
-from ingest.models import Notification, NotificationAttempt, Subscription
+from ingest.notify.models import Notification, NotificationAttempt, Subscription
 from tests.admin_world import BETA_MARKS, TwoGroupsWorld
 
 HOOK = "http://127.0.0.1:9/hook"

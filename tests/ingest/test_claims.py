@@ -22,8 +22,8 @@ from django_q.models import OrmQ, Schedule
 from ingest.delivery import finish
 from ingest.delivery import job as process
 from ingest.delivery.job import delivery_process
+from ingest.delivery.models import Delivery
 from ingest.delivery.queue import deliveries_requeue_stalled, delivery_retry_later
-from ingest.models import Delivery
 from retrieval.models import Chunk
 from sources.models import Page, PageVersion, Source
 from tests.world import (
@@ -302,7 +302,7 @@ def test_a_queued_delivery_stranded_by_a_restart_is_queued_again_at_once(
     # held by the queue for Q_RETRY.
     with (
         override_settings(Q_RETRY=3600),
-        mock.patch("ingest.sql.postmaster_started_at", return_value=started),
+        mock.patch("ingest.delivery.sql.postmaster_started_at", return_value=started),
     ):
         taken(job_of(delivery), at=started - timedelta(seconds=1))
         assert deliveries_requeue_stalled() == requeued
@@ -379,7 +379,7 @@ def test_the_cluster_queues_a_stranded_delivery_again_once_the_database_is_back(
     broker = get_broker()
     with (
         override_settings(Q_RETRY=3600),
-        mock.patch("ingest.sql.postmaster_started_at", return_value=started),
+        mock.patch("ingest.delivery.sql.postmaster_started_at", return_value=started),
         mock.patch("kbsite.queue_broker.time.sleep"),
     ):
         taken(job_of(delivery), at=started - timedelta(seconds=1))

@@ -17,12 +17,14 @@ from django_q.models import OrmQ
 
 from ingest.crawl.claims import frontier_claim
 from ingest.crawl.jobs import CRAWL_TASK
+from ingest.crawl.models import Crawl, CrawlHost, CrawlUrl
 from ingest.crawl.progress import crawl_progress
 from ingest.crawl.services import crawl_start, page_fetch_queue
+from ingest.delivery.models import Delivery
 from ingest.delivery.queue import TASK as DELIVERY_TASK
 from ingest.fetchers import safety
-from ingest.models import Crawl, CrawlHost, CrawlUrl, Delivery, Push
 from ingest.planning.recrawl import pages_recrawl
+from ingest.pushing.models import Push
 from retrieval.models import Chunk, Embedding
 from sources.models import Page, Source
 from tests.fakes.site import FakeSite, page, sitemap_xml

@@ -12,7 +12,7 @@ from django.urls import reverse
 from django_q.models import OrmQ
 
 from ingest.crawl.jobs import CRAWL_TASK
-from ingest.models import Crawl
+from ingest.crawl.models import Crawl
 from sources.models import Page, Source
 from tests.fakes.site import page
 from tests.ingest.test_crawl import CrawlWorld, crawl_through

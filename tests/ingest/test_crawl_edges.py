@@ -14,10 +14,10 @@ from django_q.models import OrmQ, Schedule
 
 from ingest.crawl import fetch
 from ingest.crawl.jobs import CRAWL_TASK, crawl_work
+from ingest.crawl.models import Crawl, CrawlHost, CrawlUrl
 from ingest.crawl.progress import crawl_progress
 from ingest.crawl.services import crawl_start, page_fetch_queue
 from ingest.fetchers import safety
-from ingest.models import Crawl, CrawlHost, CrawlUrl
 from sources.models import Page, Source
 from tests.fakes.site import FakeSite, page, sitemap_xml
 from tests.world import run_queued

@@ -14,9 +14,9 @@ from django.test import override_settings
 from django.urls import reverse
 from django.utils import timezone
 
+from ingest.crawl.models import CrawlHost
 from ingest.crawl.preflight import source_seeds_check
 from ingest.fetchers import safety
-from ingest.models import CrawlHost
 from sources.models import Source
 
 HINT = "set CRAWL_ALLOW_PRIVATE_ADDRESSES=true to allow it"

@@ -13,6 +13,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from ingest.crawl.jobs import CRAWL_TASK
+from ingest.crawl.models import Crawl, CrawlHost, CrawlUrl
 from ingest.crawl.progress import (
     Progress,
     Status,
@@ -21,8 +22,8 @@ from ingest.crawl.progress import (
     time_left,
 )
 from ingest.crawl.services import crawl_start, page_fetch_queue
+from ingest.delivery.models import Delivery
 from ingest.delivery.queue import TASK as DELIVERY_TASK
-from ingest.models import Crawl, CrawlHost, CrawlUrl, Delivery
 from ingest.planning.recrawl import recrawl_due
 from sources.models import Page, Source
 from tests.fakes.site import page

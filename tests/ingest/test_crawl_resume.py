@@ -12,8 +12,8 @@ from django_q.models import OrmQ, Schedule
 from django_q.signals import post_spawn
 
 from ingest.crawl.jobs import CRAWL_TASK
+from ingest.crawl.models import Crawl
 from ingest.crawl.services import crawl_start
-from ingest.models import Crawl
 from ingest.tasks import running_resume_task
 from sources.models import Source
 from tests.conftest import each_at_once

@@ -12,8 +12,9 @@ from collections import Counter
 
 import pytest
 
+from ingest.crawl.models import Crawl
 from ingest.crawl.services import crawl_start
-from ingest.models import Crawl, Delivery
+from ingest.delivery.models import Delivery
 from sources.models import Page, Source
 from tests.conftest import PYTHON, ROOT, subprocess_env
 from tests.fakes.site import FakeSite, page

@@ -11,7 +11,7 @@ from django.contrib.auth import get_user_model
 from django.urls import reverse
 from django.utils import timezone
 
-from ingest.models import Delivery
+from ingest.delivery.models import Delivery
 from ingest.stats.counts import deliveries_per_day
 from ingest.stats.dashboard import share_words
 from retrieval.models import Chunk

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from django.conf import settings
 
-from ingest.models import Delivery
+from ingest.delivery.models import Delivery
 from sources.models import PageVersion
 from tests.world import SITE, IngestWorld, run_queued
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth.models import User
 
-from ingest.models import Delivery
+from ingest.delivery.models import Delivery
 from ingest.reading.generated import Kind, page_marked, page_not_content
 from retrieval.embeddings import get_embedder
 from retrieval.models import Chunk

@@ -7,7 +7,7 @@ import gzip
 from django.conf import settings
 from django.test import override_settings
 
-from ingest.models import Delivery
+from ingest.delivery.models import Delivery
 from retrieval.models import Embedding, EmbeddingUsage
 from sources.models import LineShape
 from tests.world import SITE, IngestWorld, run_queued

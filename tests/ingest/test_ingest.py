@@ -15,8 +15,8 @@ from django_q.models import OrmQ, Schedule
 
 from ingest.delivery.claim import delivery_held
 from ingest.delivery.job import delivery_process
+from ingest.delivery.models import Delivery
 from ingest.delivery.queue import deliveries_requeue_stalled, delivery_requeue
-from ingest.models import Delivery
 from kbsite.text import count_tokens
 from retrieval.backends import MAX_INPUT_TOKENS
 from retrieval.models import Chunk, Embedding
@@ -325,7 +325,7 @@ class FailureTextTests(IngestWorld):
                 cursor.execute("SELECT %s::int", ["\n".join(d.text for d in drafts)])
 
         with (
-            mock.patch("ingest.delivery.outcome.page_chunks_replace", cast_to_int),
+            mock.patch("ingest.delivery.finish.page_chunks_replace", cast_to_int),
             self.assertLogs("ingest.delivery.job", "ERROR") as logs,
         ):
             delivery = self.ingest()

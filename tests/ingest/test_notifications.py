@@ -17,7 +17,7 @@ from django.test import override_settings
 from django.utils import timezone
 from django.utils.datastructures import CaseInsensitiveMapping
 
-from ingest.models import (
+from ingest.notify.models import (
     Notification,
     NotificationAttempt,
     Subscription,

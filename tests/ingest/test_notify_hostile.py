@@ -15,7 +15,7 @@ from django.db import connection
 from django.test import override_settings
 from django_q.models import OrmQ
 
-from ingest.models import Notification, NotificationAttempt, Subscription
+from ingest.notify.models import Notification, NotificationAttempt, Subscription
 from ingest.notify.services import SENDS_AT_ONCE
 from ingest.notify.services import TASK as SEND_TASK
 from ingest.tasks import notifications_send_task

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from ingest.crawl.services import crawl_start
-from ingest.models import Notification, NotificationAttempt, Subscription
+from ingest.notify.models import Notification, NotificationAttempt, Subscription
 from ingest.notify.services import notifications_send_soon
 from ingest.notify.slots import slots_taken
 from sources.models import Page, Source

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from django.test import override_settings
 
+from ingest.crawl.models import Crawl
 from ingest.crawl.progress import crawl_progress
 from ingest.crawl.services import crawl_start
 from ingest.fetchers.http import FetchError
 from ingest.fetchers.nstproxy import NstproxyFetcher
-from ingest.models import Crawl
 from sources.models import Page, Source
 from tests.fakes.nstproxy import FakeNstproxy
 from tests.ingest.test_crawl import CrawlWorld, crawl_through

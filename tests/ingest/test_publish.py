@@ -17,12 +17,14 @@ from django_q.models import OrmQ
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from ingest.models import Crawl, PublishCheck, PublishToken, Push
+from ingest.crawl.models import Crawl
+from ingest.publish.models import PublishCheck, PublishToken
 from ingest.publish.services import (
     PUBLISH_TASK,
     publish_check_request,
     publish_token_create,
 )
+from ingest.pushing.models import Push
 from sources.models import SYSTEM, Page, Source
 from tests.admin_world import editor_create
 from tests.conftest import at_once

@@ -16,12 +16,13 @@ from django.utils import timezone
 from django_q.models import OrmQ
 from django_q.signals import post_spawn
 
-from ingest.models import PublishCheck, Push
+from ingest.publish.models import PublishCheck
 from ingest.publish.services import (
     PUBLISH_TASK,
     publish_check_request,
     publish_check_run,
 )
+from ingest.pushing.models import Push
 from ingest.tasks import running_resume_task
 from kbsite.queue_broker import database_back
 from sources.models import SYSTEM, Page, Source

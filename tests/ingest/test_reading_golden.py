@@ -1,6 +1,6 @@
 """Reading fixed pages gives what their reading version recorded.
 
-A page is read again only when its reading key changes (``ingest.delivery.steps``),
+A page is read again only when its reading key changes (``ingest.reading.rules``),
 and the key holds ``READING_VERSION`` (``ingest/reading/content.py``), not the
 reading code: a change to what reading makes of a body must move the version, or
 pages already read keep the old reading until their text changes. This test says

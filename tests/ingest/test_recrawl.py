@@ -17,7 +17,7 @@ from django.utils.module_loading import import_string
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from ingest.models import Delivery, Push
+from ingest.delivery.models import Delivery
 from ingest.planning.recrawl import (
     SITEMAPS_TASK,
     recrawl_due,
@@ -25,6 +25,7 @@ from ingest.planning.recrawl import (
     urls_recrawl,
 )
 from ingest.planning.sitemap_seeds import source_sitemaps_push
+from ingest.pushing.models import Push
 from ingest.pushing.services import pushes_send
 from kbsite.sitemaps import Entry
 from retrieval.models import Chunk

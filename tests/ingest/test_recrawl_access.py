@@ -8,7 +8,7 @@ from django.contrib.auth.models import Group, Permission, User
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from ingest.models import Push
+from ingest.pushing.models import Push
 from sources.models import Page, Source
 
 ALPHA = "https://alpha.example.com"

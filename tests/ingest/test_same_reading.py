@@ -7,9 +7,8 @@ from __future__ import annotations
 import gzip
 from unittest import mock
 
-from ingest.delivery import steps as pipeline
-from ingest.models import Delivery
-from ingest.reading import content
+from ingest.delivery.models import Delivery
+from ingest.reading import content, rules
 from sources.models import Page, Source
 from tests.world import INSTALL, INSTALL_EDITED, SITE, IngestWorld
 
@@ -21,7 +20,7 @@ class SameReadingTests(IngestWorld):
         self.first = self.ingest()
         assert self.first.outcome == Outcome.EMBEDDED
         self.reads = mock.patch(
-            "ingest.delivery.steps.content_derive", wraps=pipeline.content_derive
+            "ingest.reading.rules.content_derive", wraps=rules.content_derive
         )
 
     def redeliver(self, body: str = INSTALL, **kwargs) -> tuple[Delivery, int]:
@@ -53,7 +52,7 @@ class SameReadingTests(IngestWorld):
 
     def key_of(self, raw: bytes) -> str:
         page = Page.objects.select_related("source").get(pk=self.page().pk)
-        return pipeline.source_reading_key(
+        return rules.source_reading_key(
             source=page.source, url=page.url, raw=raw, content_type="text/plain"
         )
 
@@ -69,7 +68,7 @@ class SameReadingTests(IngestWorld):
                 index_source_listings=True
             ),
             "a new extractor": lambda: self.enterContext(
-                mock.patch("ingest.delivery.steps.EXTRACTOR_VERSION", "next")
+                mock.patch("ingest.reading.rules.EXTRACTOR_VERSION", "next")
             ),
             "a new reading version (an upgrade)": lambda: self.enterContext(
                 mock.patch("ingest.reading.content.READING_VERSION", 2)
@@ -120,7 +119,7 @@ class SameReadingTests(IngestWorld):
         assert Page.objects.get(pk=young.pk).duplicate_of == self.page()
 
     def key_of_copy(self) -> str:
-        return pipeline.source_reading_key(
+        return rules.source_reading_key(
             source=Source.objects.get(pk=self.source.pk),
             url=f"{SITE}/install/copy/",
             raw=gzip.compress(INSTALL.encode()),
@@ -137,10 +136,10 @@ def test_a_page_read_before_the_reading_version_keeps_its_reading_key(settings):
     with (
         mock.patch.object(content, "READING_VERSION", 1),
         mock.patch(
-            "ingest.delivery.steps.EXTRACTOR_VERSION", "selectolax+html-to-markdown-3/3"
+            "ingest.reading.rules.EXTRACTOR_VERSION", "selectolax+html-to-markdown-3/3"
         ),
     ):
-        key = pipeline.source_reading_key(
+        key = rules.source_reading_key(
             source=source,
             url="https://harbor.example/docs/install/",
             raw=b"# Install\n\nRun `harbor init`.\n",

@@ -14,7 +14,7 @@ from django_q.models import OrmQ
 from django_q.signing import SignedPackage
 
 from ingest.delivery.job import delivery_process
-from ingest.models import Delivery
+from ingest.delivery.models import Delivery
 from sources.models import Page
 from tests.world import INSTALL, SITE, TOKEN, IngestWorld
 

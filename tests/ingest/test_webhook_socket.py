@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 import pytest
 from django_q.models import OrmQ
 
-from ingest.models import Delivery
+from ingest.delivery.models import Delivery
 from tests.fakes.crawlbase import MONITOR_AGENT, FakeCrawler
 from tests.world import INSTALL, SITE, TOKEN
 

@@ -11,8 +11,8 @@ import time
 import pytest
 from django_q.models import OrmQ, Schedule
 
+from ingest.delivery.models import Delivery
 from ingest.delivery.queue import TASK as DELIVERY_TASK
-from ingest.models import Delivery
 from retrieval.models import Chunk, Embedding
 from sources.models import PageVersion, Source
 from tests.conftest import PYTHON, ROOT, subprocess_env

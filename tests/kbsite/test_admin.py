@@ -5,7 +5,8 @@ from django.test import TestCase, override_settings
 from django.urls import reverse
 from django_q.models import OrmQ
 
-from ingest.models import Delivery, Push
+from ingest.delivery.models import Delivery
+from ingest.pushing.models import Push
 from retrieval.models import Chunk, Embedding, EmbeddingUsage, QueryLog
 from sources.models import LineShape, Page, PageVersion, Source
 

@@ -10,7 +10,7 @@ from django.contrib import admin
 from django.test import override_settings
 from django.urls import reverse
 
-from ingest.models import Delivery
+from ingest.delivery.models import Delivery
 from sources.models import Page
 from tests.admin_world import ESCAPED, XSS, AdminWorld
 

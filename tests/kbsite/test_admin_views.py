@@ -11,9 +11,12 @@ from django.test import override_settings
 from django.urls import reverse
 from django.utils import timezone
 
+from ingest.crawl.models import CrawlHost
 from ingest.delivery.job import delivery_process
+from ingest.delivery.models import Delivery
 from ingest.delivery.queue import deliveries_bodies_expire
-from ingest.models import CrawlHost, Delivery, PublishCheck, Push
+from ingest.publish.models import PublishCheck
+from ingest.pushing.models import Push
 from retrieval.answer import cited_count
 from retrieval.models import QueryLog
 from retrieval.questions import question_answer

@@ -119,7 +119,7 @@ def indexes() -> list[str]:
 
 def counts() -> dict[str, int]:
     """Rows of what the product stores, as a subprocess reports them."""
-    from ingest.models import Delivery
+    from ingest.delivery.models import Delivery
     from retrieval.models import Chunk, Embedding
     from sources.models import Page, Source
 

@@ -100,7 +100,8 @@ def test_a_database_at_the_old_layout_migrates_forward_with_every_row():
 
     migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())
 
-    from ingest.models import Delivery, Push
+    from ingest.delivery.models import Delivery
+    from ingest.pushing.models import Push
     from retrieval.models import (
         Chunk,
         Embedding,
@@ -279,7 +280,8 @@ def test_pushes_move_to_ingest_with_every_row_and_back():
 
     migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())
 
-    from ingest.models import Delivery, Push
+    from ingest.delivery.models import Delivery
+    from ingest.pushing.models import Push
     from ingest.pushing.services import pages_push_queue
     from sources.models import Page
 

@@ -17,9 +17,9 @@ from django.utils.html import escape
 
 from ingest.checks import refused_url_patterns_check
 from ingest.crawl.setup import CrawlRequestError, source_for_crawl
-from ingest.delivery.steps import source_content
-from ingest.models import Subscription
 from ingest.notify.filters import ChangeFilter
+from ingest.notify.models import Subscription
+from ingest.reading.rules import source_content
 from kbsite.patterns import PatternError, glob_compile, pattern_compile
 from sources.checks import refused_patterns_check
 from sources.models import Source

@@ -17,7 +17,7 @@ from django.contrib.auth.models import User
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from ingest.models import Delivery
+from ingest.delivery.models import Delivery
 from kbsite.models import ThrottleWindow
 from sources.models import Source
 from tests.conftest import PYTHON, ROOT, free_port, subprocess_env

@@ -23,7 +23,9 @@ from django_q.models import OrmQ
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from ingest.models import CrawlHost, CrawlUrl, Delivery, Push
+from ingest.crawl.models import CrawlHost, CrawlUrl
+from ingest.delivery.models import Delivery
+from ingest.pushing.models import Push
 from kbsite.models import ThrottleWindow
 from kbsite.sqlrows import Insert
 from retrieval.models import EmbeddingUsage, Lexeme, QueryLog
@@ -105,7 +107,13 @@ class HandWrittenInsertTests(SimpleTestCase):
             if module.partition(".")[0] in {"ingest", "sources", "retrieval"}
         ]
 
-        assert sorted(owned) == ["ingest.sql", "retrieval.sql", "sources.sql"]
+        assert sorted(owned) == [
+            "ingest.crawl.sql",
+            "ingest.delivery.sql",
+            "ingest.pushing.sql",
+            "retrieval.sql",
+            "sources.sql",
+        ]
 
     def test_every_column_an_insert_leaves_out_is_filled_by_the_database(self):
         table = unfilled_by_insert()

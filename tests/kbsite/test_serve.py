@@ -23,7 +23,7 @@ from django.utils import timezone
 from django_q.models import OrmQ
 from django_q.tasks import async_task
 
-from ingest.models import PublishCheck
+from ingest.publish.models import PublishCheck
 from ingest.publish.services import PUBLISH_TASK, publish_check_request
 from kbsite.management.commands.serve import STOP_GRACE_SECONDS
 from sources.models import SYSTEM, Source

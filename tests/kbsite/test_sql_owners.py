@@ -1,8 +1,9 @@
 """Hand-written SQL gets its names from the models, and each app's from the modules
 that own it.
 
-Where a measured hot path runs SQL written by hand, one module per app composes it
-(``ingest.sql``, ``sources.sql``, ``retrieval.sql``; the rule of who sees which
+Where a measured hot path runs SQL written by hand, one module per app (per feature
+package of ``ingest``) composes it (``ingest.delivery.sql``, ``ingest.crawl.sql``,
+``ingest.pushing.sql``, ``sources.sql``, ``retrieval.sql``; the rule of who sees which
 source has its own, ``sources.access``, and advisory locks are taken by
 ``kbsite.locks`` alone, tests/kbsite/test_locks.py) with ``psycopg.sql``, names
 taken from the models' ``_meta`` and quoted, values passed as parameters. A table
@@ -23,9 +24,10 @@ APPS = ("kbsite", "sources", "ingest", "retrieval")
 # Calls that run, or hand to the ORM, the SQL text of their first argument.
 RUNS_SQL = {"execute", "executemany", "raw", "RawSQL"}
 # Apps whose every statement run by hand is run by one of these modules: the app's
-# sql module, and the rule of who sees which source (a rule, not a SQL helper).
+# (or its feature packages') sql modules, and the rule of who sees which source
+# (a rule, not a SQL helper).
 OWNERS = {
-    "ingest": {"ingest.sql"},
+    "ingest": {"ingest.delivery.sql", "ingest.crawl.sql", "ingest.pushing.sql"},
     "sources": {"sources.sql", "sources.access"},
     "retrieval": {"retrieval.sql"},
 }

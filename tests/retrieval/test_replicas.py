@@ -32,7 +32,7 @@ from django_q.models import OrmQ
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from ingest.models import Delivery
+from ingest.delivery.models import Delivery
 from kbsite import replicas
 from kbsite.databases import replica_databases
 from kbsite.env import env_secret_list

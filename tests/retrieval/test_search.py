@@ -19,7 +19,7 @@ from django.utils import timezone
 from psycopg.sql import SQL
 
 from ingest.delivery.job import delivery_process
-from ingest.models import Push
+from ingest.pushing.models import Push
 from kbsite.parallel import settle
 from kbsite.sqlrows import column
 from retrieval import search

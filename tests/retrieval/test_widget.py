@@ -22,8 +22,8 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from ingest.models import PublishToken
 from ingest.notify import signing
+from ingest.publish.models import PublishToken
 from kbsite.canonical import web_origin
 from kbsite.text import sha256_hex
 from kbsite.throttling import SharedRateThrottle

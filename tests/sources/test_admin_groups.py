@@ -9,7 +9,10 @@ from django.contrib import admin
 from django.db import transaction
 from django.urls import reverse
 
-from ingest.models import Crawl, Delivery, PublishToken, Push
+from ingest.crawl.models import Crawl
+from ingest.delivery.models import Delivery
+from ingest.publish.models import PublishToken
+from ingest.pushing.models import Push
 from retrieval.models import QueryLog
 from sources.admin.visibility import VisibleRowsAdmin
 from sources.models import Page, Source

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth.models import User
 
-from ingest.models import Delivery
+from ingest.delivery.models import Delivery
 from kbsite.textdiff import change_measure, plain_heading, section_paths
 from sources.models import Page, PageVersion
 from tests.world import INSTALL, SITE, IngestWorld

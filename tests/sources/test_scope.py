@@ -8,10 +8,11 @@ from django.contrib.auth.models import AnonymousUser, Group, User
 from django.urls import reverse
 
 from ingest.crawl.admission import Found, urls_admit
+from ingest.crawl.models import CrawlUrl
 from ingest.crawl.services import crawl_start
 from ingest.crawl.setup import CrawlRequestError, source_for_crawl
+from ingest.delivery.models import Delivery
 from ingest.delivery.rescope import pages_rescope
-from ingest.models import CrawlUrl, Delivery
 from ingest.planning.discovery import source_urls_push
 from ingest.planning.recrawl import urls_recrawl
 from retrieval.questions import search_run

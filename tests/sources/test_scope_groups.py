@@ -13,9 +13,10 @@ from django.urls import reverse
 from django.utils import timezone
 
 from ingest.crawl.admission import Found, urls_admit
+from ingest.crawl.models import CrawlUrl
 from ingest.crawl.services import crawl_start
+from ingest.delivery.models import Delivery
 from ingest.delivery.rescope import pages_rescope
-from ingest.models import CrawlUrl, Delivery
 from ingest.planning.discovery import source_urls_push
 from ingest.planning.recrawl import urls_recrawl
 from retrieval.questions import search_run

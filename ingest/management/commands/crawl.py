@@ -7,10 +7,10 @@ import time
 from django.core.management.base import BaseCommand, CommandError
 
 from ingest.crawl.jobs import NotCrawledHere
+from ingest.crawl.models import Crawl, CrawlUrl
 from ingest.crawl.progress import Progress, crawl_progress
 from ingest.crawl.services import crawl_start
 from ingest.crawl.setup import CrawlRequestError, source_for_crawl
-from ingest.models import Crawl, CrawlUrl
 from ingest.resume import crawls_resume_locked
 from kbsite.progress import ProgressBar
 
