@@ -1,7 +1,7 @@
 """The kinds of fetcher a source can have (``Source.fetcher``), each with what it
 can do, declared once. Code asks a kind what it can do, never which kind a source
-has (``tests/ingest/test_fetcher_kinds.py`` holds the tree to that), so a new fetcher is
-a choice on the model and one entry in ``FETCHERS``.
+has (``tests/ingest/fetchers/test_fetcher_kinds.py`` holds the tree to that), so a
+new fetcher is a choice on the model and one entry in ``FETCHERS``.
 
 - The built-in fetcher and Nstproxy are crawled here: the crawl engine
   (``ingest.crawl``) requests each URL through the kind's client, and, whatever

@@ -23,7 +23,8 @@ from kbsite.text import sha256_hex
 # shapes, and whether it is content or release notes. A page whose reading key was
 # made under another version is read again at its next delivery. Bump it with any
 # change to that output, a library upgrade's included (a comment edit is none);
-# tests/ingest/test_reading_golden.py fails until it is bumped and its fixture recorded.
+# tests/ingest/reading/test_reading_golden.py fails until it is bumped and its
+# fixture recorded.
 # EXTRACTOR_VERSION is the other lever: every stored page derived again at once.
 READING_VERSION = 1
 # Before the version, a key held a hash of the reading modules' source text and of

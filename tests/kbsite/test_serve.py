@@ -29,7 +29,7 @@ from kbsite.management.commands.serve import STOP_GRACE_SECONDS
 from sources.models import SYSTEM, Source
 from tests.conftest import PYTHON, ROOT, free_port, subprocess_env
 from tests.fakes.site import FakeSite, sitemap_xml
-from tests.ingest.test_worker import wait_until
+from tests.ingest.delivery.test_worker import wait_until
 from tests.kbsite.test_processes import get, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]

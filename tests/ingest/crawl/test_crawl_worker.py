@@ -18,7 +18,7 @@ from ingest.delivery.models import Delivery
 from sources.models import Page, Source
 from tests.conftest import PYTHON, ROOT, subprocess_env
 from tests.fakes.site import FakeSite, page
-from tests.ingest.test_worker import wait_until
+from tests.ingest.delivery.test_worker import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

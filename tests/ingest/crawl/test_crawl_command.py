@@ -15,7 +15,7 @@ from ingest.crawl.jobs import CRAWL_TASK
 from ingest.crawl.models import Crawl
 from sources.models import Page, Source
 from tests.fakes.site import page
-from tests.ingest.test_crawl import CrawlWorld, crawl_through
+from tests.ingest.crawl.test_crawl import CrawlWorld, crawl_through
 
 
 def crawl(*args: str) -> str:

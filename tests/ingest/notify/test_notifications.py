@@ -35,7 +35,13 @@ from ingest.tasks import notifications_send_task
 from sources.models import PageVersion
 from tests.conftest import ROOT
 from tests.fakes.receiver import Answer, FakeReceiver
-from tests.ingest.test_footer_scenario import EDITED, GONE, PAGES, REDERIVE, doc
+from tests.ingest.delivery.test_footer_scenario import (
+    EDITED,
+    GONE,
+    PAGES,
+    REDERIVE,
+    doc,
+)
 from tests.world import INSTALL, SITE, IngestWorld, run_queued
 
 URL = f"{SITE}/install/"
@@ -501,7 +507,9 @@ class EmailDigestTests(NotifyWorld):
             "Example docs: Install, 1 line changed in Install › With pip"
         )
 
-    @override_settings(EMAIL_BACKEND="tests.ingest.test_notifications.RefusingBackend")
+    @override_settings(
+        EMAIL_BACKEND="tests.ingest.notify.test_notifications.RefusingBackend"
+    )
     def test_a_mail_server_that_fails_is_retried(self):
         self.subscribe(channel="email", url="", emails="docs@example.com")
         self.ingest(URL, body=INSTALL)

@@ -28,7 +28,7 @@ from tests.fakes.hostile_receiver import (
     hang,
     send,
 )
-from tests.ingest.test_notifications import URL, NotifyWorld
+from tests.ingest.notify.test_notifications import URL, NotifyWorld
 from tests.world import INSTALL, run_queued
 
 TIMED_OUT = "no answer within {} s (NOTIFY_TIMEOUT, for the whole exchange)"

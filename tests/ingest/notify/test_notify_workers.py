@@ -14,8 +14,8 @@ from ingest.notify.slots import slots_taken
 from sources.models import Page, Source
 from tests.fakes.hostile_receiver import OK, HostileReceiver, drip
 from tests.fakes.site import FakeSite
-from tests.ingest.test_crawl_worker import all_done, cluster, docs_site
-from tests.ingest.test_worker import wait_until
+from tests.ingest.crawl.test_crawl_worker import all_done, cluster, docs_site
+from tests.ingest.delivery.test_worker import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

@@ -12,7 +12,7 @@ from ingest.fetchers.http import FetchError
 from ingest.fetchers.nstproxy import NstproxyFetcher
 from sources.models import Page, Source
 from tests.fakes.nstproxy import FakeNstproxy
-from tests.ingest.test_crawl import CrawlWorld, crawl_through
+from tests.ingest.crawl.test_crawl import CrawlWorld, crawl_through
 
 SITE = "https://js.example.com"
 

@@ -18,8 +18,8 @@ from ingest.tasks import running_resume_task
 from sources.models import Source
 from tests.conftest import each_at_once
 from tests.fakes.site import FakeSite
-from tests.ingest.test_crawl_worker import cluster, docs_site
-from tests.ingest.test_worker import wait_until
+from tests.ingest.crawl.test_crawl_worker import cluster, docs_site
+from tests.ingest.delivery.test_worker import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

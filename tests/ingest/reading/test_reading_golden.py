@@ -6,7 +6,7 @@ reading code: a change to what reading makes of a body must move the version, or
 pages already read keep the old reading until their text changes. This test says
 when. After a meant change, bump ``READING_VERSION`` and record the new output:
 
-    .venv/bin/python -m tests.ingest.test_reading_golden
+    .venv/bin/python -m tests.ingest.reading.test_reading_golden
 
 (it refuses to overwrite a page's recorded reading under the same version).
 """
@@ -25,10 +25,10 @@ from ingest.reading import content as reading
 from ingest.reading.content import EmptyContent, content_derive
 from kbsite.patterns import pattern_compile
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 PAGES = FIXTURES / "reading"
 GOLDEN = FIXTURES / "reading_golden.json"
-RECORD = ".venv/bin/python -m tests.ingest.test_reading_golden"
+RECORD = ".venv/bin/python -m tests.ingest.reading.test_reading_golden"
 SITE = "https://harbor.example/docs"
 BODY_LIMIT = 5_000_000
 

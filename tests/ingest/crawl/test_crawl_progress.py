@@ -27,7 +27,7 @@ from ingest.delivery.queue import TASK as DELIVERY_TASK
 from ingest.planning.recrawl import recrawl_due
 from sources.models import Page, Source
 from tests.fakes.site import page
-from tests.ingest.test_crawl import CrawlWorld, crawl_through
+from tests.ingest.crawl.test_crawl import CrawlWorld, crawl_through
 from tests.world import run_queued
 
 Result = CrawlUrl.Result

@@ -29,7 +29,7 @@ from sources.models import SYSTEM, Page, Source
 from tests.admin_world import editor_create
 from tests.conftest import at_once
 from tests.fakes.site import page, sitemap_xml
-from tests.ingest.test_crawl import CrawlWorld, crawl_through
+from tests.ingest.crawl.test_crawl import CrawlWorld, crawl_through
 from tests.world import run_queued
 
 EARLY = "2026-01-01"  # a sitemap's date before every check of these tests
