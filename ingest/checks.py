@@ -2,19 +2,22 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.core.checks import Tags, Warning, register
-from django.db import DatabaseError, connection
+from django.db import DatabaseError
 
 from ingest.fetchers.kinds import kinds_where
 from ingest.notify.filters import lines_of, url_pattern
 from ingest.notify.models import Subscription
+from kbsite.schema import schema_current
 from sources.models import Source
 
 
 def webhook_in_use() -> bool:
     """Whether a source's fetcher delivers to the webhook (Crawlbase's); False
-    while the database cannot say (not migrated yet, or down: other checks and
-    the first query report that)."""
+    while the database cannot say (not migrated yet, at an older release's layout,
+    or down: ``migrate``, other checks and the first query report that)."""
     kinds = kinds_where(lambda kind: kind.delivers_by_webhook)
+    if not schema_current():
+        return False
     try:
         return Source.objects.filter(fetcher__in=kinds).exists()
     except DatabaseError:
@@ -72,8 +75,8 @@ def refused_url_patterns_check(app_configs, databases=None, **kwargs) -> list[Wa
     each matches no URL (``ChangeFilter.build``) until an editor rewrites it."""
     if "default" not in (databases or ()):
         return []
-    if Subscription._meta.db_table not in connection.introspection.table_names():
-        return []  # a fresh database, before its first migration
+    if not schema_current():
+        return []  # before ``migrate`` brings the tables to the models' layout
     warnings = []
     for subscription in Subscription.objects.exclude(url_patterns="").order_by("pk"):
         for line in lines_of(subscription.url_patterns):

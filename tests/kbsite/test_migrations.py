@@ -6,6 +6,8 @@ from datetime import date
 
 import pytest
 from django.contrib.auth.models import User
+from django.core import checks
+from django.core.management import call_command
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone
@@ -397,3 +399,39 @@ def test_rechecks_logged_as_questions_become_rechecks_and_back():
 
     assert kinds == {asked.pk: "query", again.pk: "recheck", search.pk: "search"}
     assert set(logs.objects.values_list("kind", flat=True)) == {"query", "search"}
+
+
+# Each system check that reads rows through the models, with a row it would warn of.
+ROW_CHECKS = ["sources.W001", "ingest.W004", "ingest.W001"]
+
+
+@pytest.mark.parametrize(
+    "layout",
+    [BEFORE, RELEASED, HOST_WIDE, RECHECKS_AS_QUESTIONS],
+    ids=["deliveries in sources", "an early release", "host-wide scopes", "rechecks"],
+)
+def test_migrate_runs_on_a_database_at_an_older_layout_and_then_the_checks_read_it(
+    layout, settings
+):
+    """``migrate`` runs the system checks before it migrates: a check that read
+    rows through today's models queried columns an older release's tables lack."""
+    from ingest.notify.models import Subscription
+    from sources.models import Source
+
+    settings.WEBHOOK_TOKEN = ""
+    migrate(layout)
+
+    before = {m.id for m in checks.run_checks(databases=["default"])}
+    call_command("migrate", verbosity=0)
+    source = Source.objects.create(
+        name="Crawled", seed_urls="https://new.example/", fetcher="crawlbase",
+        boilerplate_patterns="(?<=lookbehind)",
+    )  # fmt: skip
+    Subscription.objects.create(
+        source=source, name="Hook", channel="webhook",
+        url="https://hooks.example/", url_patterns="re:(?<=lookbehind)",
+    )  # fmt: skip
+    after = {m.id for m in checks.run_checks(databases=["default"])}
+
+    assert before.isdisjoint(ROW_CHECKS)
+    assert after.issuperset(ROW_CHECKS)
