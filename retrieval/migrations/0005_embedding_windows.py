@@ -18,6 +18,12 @@ class Migration(migrations.Migration):
         migrations.RemoveConstraint(
             model_name="embedding", name="embedding_space_hash_uniq"
         ),
+        # Undone, a text keeps one vector, its first window's: the layout before
+        # holds one per text and space (its code embedded a text once, cut short).
+        migrations.RunSQL(
+            migrations.RunSQL.noop,
+            reverse_sql='DELETE FROM retrieval_embedding WHERE "window" > 0',
+        ),
         migrations.AddConstraint(
             model_name="embedding",
             constraint=models.UniqueConstraint(

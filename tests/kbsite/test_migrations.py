@@ -435,3 +435,26 @@ def test_migrate_runs_on_a_database_at_an_older_layout_and_then_the_checks_read_
 
     assert before.isdisjoint(ROW_CHECKS)
     assert after.issuperset(ROW_CHECKS)
+
+
+BEFORE_WINDOWS = [("retrieval", "0004_chunk_anchor_and_weighted_search")]
+
+
+def test_windows_of_a_long_text_fold_into_its_first_when_windows_are_undone():
+    """The layout before windows holds one vector per text and space: going back
+    keeps each text's first window, where it failed on a duplicate key."""
+    from retrieval.models import Embedding
+
+    for window in (0, 1, 2):
+        Embedding.objects.create(
+            space="hashing/hashing-v2/3", text_hash="e" * 64, window=window,
+            vector=[1.0, float(window), 0.0],
+        )  # fmt: skip
+    executor = migrate(BEFORE_WINDOWS)
+    old = executor.loader.project_state(BEFORE_WINDOWS).apps.get_model(
+        "retrieval", "Embedding"
+    )
+
+    assert [list(v) for v in old.objects.values_list("vector", flat=True)] == [
+        [1.0, 0.0, 0.0]
+    ]
