@@ -46,11 +46,15 @@ VERIFIED_FIELDS = [
 
 
 def delivery_apply(
-    delivery: Delivery, page: Page, pushed: Page | None, reading: Reading
+    delivery: Delivery, page: Page | None, pushed: Page | None, reading: Reading
 ) -> Outcome | None:
     """Apply what was read to ``page`` under its lock and record the outcome. None
     if the body read before under the same rules is no longer the page's: read it
     (``delivery_read`` with ``again``) and apply that."""
+    if page is None or reading.kind == Read.REJECTED:
+        # Nothing of a page to change (a rejected page left search as it moved
+        # out of its source's scope): the outcome alone.
+        return delivery_finish(delivery, page, reading.outcome, reading.reason)
     with transaction.atomic():
         locked = page_lock(page, original_of=reading.kind == Read.SAME_READING)
         decision = decide(delivery, locked, reading)

@@ -34,7 +34,6 @@ from __future__ import annotations
 import logging
 import traceback
 from contextlib import nullcontext
-from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.db import (
@@ -47,7 +46,7 @@ from django.db import (
 from django.dispatch import Signal
 
 from ingest.delivery.claim import delivery_held
-from ingest.delivery.finish import Superseded, delivery_apply, delivery_finish
+from ingest.delivery.finish import Superseded, delivery_apply
 from ingest.delivery.models import Delivery
 from ingest.delivery.outcome import Read, delivery_read
 from ingest.delivery.queue import connection_lost, delivery_retry_later, error_summary
@@ -125,26 +124,17 @@ def _process(delivery: Delivery) -> Outcome:
 def _ingest(delivery: Delivery, scope: ScopeMap) -> Outcome:
     owner = scope.source_for(delivery.url)
     page, pushed = _resolve_page(delivery, owner)
-    if page is None:
-        return delivery_finish(
-            delivery, None, Outcome.OUT_OF_SCOPE, _uncovered(delivery.url, scope)
-        )
-    if owner is None or owner.pk != page.source_id:
+    if page is not None and (owner is None or owner.pk != page.source_id):
         page = page_rescope(page=page, owner=owner)
-    if owner is None:
-        note = (
-            f"out of the scope of source {page.source} (its deny or allow "
-            "patterns, or its seeds' directories); the page left search"
-        )
-        return delivery_finish(delivery, page, Outcome.REJECTED, note)
-    reading = delivery_read(delivery, page)
+    reading = delivery_read(delivery, page, owner=owner, scope=scope)
     outcome = delivery_apply(delivery, page, pushed, reading)
     if outcome is None:
         # The body read before under the same rules is no longer the page's.
-        reading = delivery_read(delivery, page, again=True)
+        reading = delivery_read(delivery, page, owner=owner, scope=scope, again=True)
         outcome = delivery_apply(delivery, page, pushed, reading)
         assert outcome is not None
     if outcome == Outcome.EMBEDDED and reading.kind == Read.CONTENT:
+        assert page is not None
         # New content may link to pages the crawler has not been given yet.
         content_indexed.send(
             sender=Delivery, source=page.source, page=page, content=reading.content
@@ -190,16 +180,3 @@ def _requested_page(delivery: Delivery) -> Page | None:
     if delivery.requested_url:
         return Page.objects.light().filter(url=delivery.requested_url).first()
     return None
-
-
-def _uncovered(url: str, scope: ScopeMap) -> str:
-    """Why no source takes the URL, for the editor who may add one (its body is kept
-    REJECTED_BODY_KEEP_DAYS days, to be re-queued then)."""
-    host = urlsplit(url).hostname
-    for source in scope.sources.values():
-        if any(urlsplit(seed).hostname == host for seed in source.seeds):
-            return (
-                "no source covers this URL (the sources of its host leave it out: "
-                "their seeds' directories, allow or deny patterns)"
-            )
-    return "no source covers this host"

@@ -1,18 +1,19 @@
 """What a delivery does to its page, decided in two steps.
 
-``delivery_read``, before the page is locked, reads what was delivered: a status
-that settles it (gone, failed, not modified), a body read before under the same
-rules, or content, read, compared with the page's and, when new, embedded (which
-may call a remote API, so never under a lock). ``decide``, under the page's lock
-(``ingest.delivery.finish``), turns that reading and the page as it is now into a
-``Decision``: another run may have changed the page meanwhile. Both only read;
-``ingest.delivery.finish`` writes what the decision says.
+``delivery_read``, before the page is locked, reads what was delivered: a URL no
+source covers, a status that settles it (gone, failed, not modified), a body read
+before under the same rules, or content, read, compared with the page's and, when
+new, embedded (which may call a remote API, so never under a lock). ``decide``,
+under the page's lock (``ingest.delivery.finish``), turns that reading and the page
+as it is now into a ``Decision``: another run may have changed the page meanwhile.
+Both only read; ``ingest.delivery.finish`` writes what the decision says.
 """
 
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit
 
 from ingest.delivery.content import content_embed
 from ingest.delivery.models import Delivery
@@ -27,7 +28,8 @@ from ingest.reading.rules import (
 )
 from retrieval.chunking import ChunkDraft
 from retrieval.indexing import EmbedReport
-from sources.models import Page
+from sources.models import Page, Source
+from sources.scope import ScopeMap
 
 Outcome = Delivery.Outcome
 GONE_STATUSES = {404, 410}
@@ -37,6 +39,8 @@ NOT_MODIFIED = 304
 class Read(enum.Enum):
     """What reading a delivery found, before the page is locked."""
 
+    OUT_OF_SCOPE = "out of scope"  # no page, and no source covers the URL
+    REJECTED = "rejected"  # a page whose URL its source's scope now leaves out
     GONE = "gone"  # 404 or 410: a tombstone
     FAILED = "failed"  # the crawl failed, or the body was empty or unreadable
     NOT_MODIFIED = "not modified"  # 304: the content the page holds
@@ -51,7 +55,8 @@ class Reading:
     """A delivery as read before the lock (``delivery_read``)."""
 
     kind: Read
-    # FAILED: the outcome, why, and whether the page records it as its failure.
+    # OUT_OF_SCOPE, REJECTED, FAILED: the outcome and why; FAILED: whether the page
+    # records it as its failure.
     outcome: Outcome = Outcome.SKIPPED
     reason: str = ""
     page_failure: bool = False
@@ -95,9 +100,26 @@ class Decision:
 SUPERSEDED = "superseded: the page shows a newer crawl"
 
 
-def delivery_read(delivery: Delivery, page: Page, *, again: bool = False) -> Reading:
-    """What was delivered for ``page``. ``again``: the page's lock showed that a
-    body read before under the same rules is no longer the page's; read it."""
+def delivery_read(
+    delivery: Delivery,
+    page: Page | None,
+    *,
+    owner: Source | None,
+    scope: ScopeMap,
+    again: bool = False,
+) -> Reading:
+    """What was delivered for ``page`` (None: the URL is no page, and ``owner``,
+    the source its URL belongs to, is None too). ``again``: the page's lock showed
+    that a body read before under the same rules is no longer the page's; read it."""
+    if page is None:
+        reason = _uncovered(delivery.url, scope)
+        return Reading(Read.OUT_OF_SCOPE, outcome=Outcome.OUT_OF_SCOPE, reason=reason)
+    if owner is None:
+        reason = (
+            f"out of the scope of source {page.source} (its deny or allow "
+            "patterns, or its seeds' directories); the page left search"
+        )
+        return Reading(Read.REJECTED, outcome=Outcome.REJECTED, reason=reason)
     crawler, site = delivery.crawler_status, delivery.original_status
     if site in GONE_STATUSES:
         return Reading(Read.GONE)
@@ -196,6 +218,19 @@ def _content_decide(page: Page, reading: Reading) -> Decision:
     if kept_out:
         note = f"kept out of answers: {kept_out}"
     return Decision(Change.CHANGED, Outcome.EMBEDDED, note)
+
+
+def _uncovered(url: str, scope: ScopeMap) -> str:
+    """Why no source takes the URL, for the editor who may add one (its body is kept
+    REJECTED_BODY_KEEP_DAYS days, to be re-queued then)."""
+    host = urlsplit(url).hostname
+    for source in scope.sources.values():
+        if any(urlsplit(seed).hostname == host for seed in source.seeds):
+            return (
+                "no source covers this URL (the sources of its host leave it out: "
+                "their seeds' directories, allow or deny patterns)"
+            )
+    return "no source covers this host"
 
 
 def _failed(reason: str) -> Reading:
