@@ -1,5 +1,6 @@
 """How a run of the delivery job ends: the page locked, what the decision says
-written to it, and the delivery's outcome recorded, in one transaction.
+written to it, and the delivery's outcome recorded, in one transaction (a delivery
+with no page to change records its outcome alone).
 
 A run may change a page only if the page shows no newer crawl, checked under the
 page's row lock (``ingest.delivery.outcome.decide``), and only if the delivery is
@@ -37,26 +38,39 @@ class Superseded(Exception):
     changed in the transaction is rolled back."""
 
 
-# What a check that found the content the page holds writes to the page's row.
+# What the same-reading shortcut writes to the page's row (the other changes save
+# the whole row): a check that found the content the page holds.
 VERIFIED_FIELDS = [
     "check_hours", "check_changed", "check_quiet_hours", "change_rate",
     "last_verified_at", "last_crawled_at", "original_status", "failure_count",
     "last_error", "next_crawl_at", "etag", "last_modified", "site_modified_at",
 ]  # fmt: skip
+# The changes that swap the page's chunks for the reading's.
+CHUNKS_SWAPPED = {Change.REINDEXED, Change.REREAD, Change.CHANGED}
+# The changes that keep the delivered body as the page's (a new one keeps it too).
+BODY_KEPT = {Change.VERIFIED_BODY, Change.REINDEXED, Change.REREAD}
+# The changes after which a pushed URL that led to the page points to it: every
+# one that reached the page's content or its absence (not a failure, not nothing).
+REDIRECTED = {
+    Change.GONE, Change.DUPLICATE, Change.VERIFIED, Change.VERIFIED_READING,
+    Change.VERIFIED_BODY, Change.REINDEXED, Change.REREAD, Change.CHANGED,
+}  # fmt: skip
 
 
 def delivery_apply(
     delivery: Delivery, page: Page | None, pushed: Page | None, reading: Reading
 ) -> Outcome | None:
-    """Apply what was read to ``page`` under its lock and record the outcome. None
-    if the body read before under the same rules is no longer the page's: read it
+    """Apply what was read to ``page`` under its lock and record the outcome, in one
+    transaction; a URL no source covers, or a page its source's scope now leaves
+    out, only records it (there is nothing of a page to change). None if the body
+    read before under the same rules is no longer the page's: read it
     (``delivery_read`` with ``again``) and apply that."""
     if page is None or reading.kind == Read.REJECTED:
         # Nothing of a page to change (a rejected page left search as it moved
         # out of its source's scope): the outcome alone.
         return delivery_finish(delivery, page, reading.outcome, reading.reason)
     with transaction.atomic():
-        locked = page_lock(page, original_of=reading.kind == Read.SAME_READING)
+        locked = page_lock(page, original_of=reading.asks_for_original)
         decision = decide(delivery, locked, reading)
         if decision is None:
             return None
@@ -69,7 +83,7 @@ def delivery_apply(
                 if decision.change == Change.VERIFIED_READING
                 else None
             )
-        if decision.change not in (Change.NOTHING, Change.FAILURE):
+        if decision.change in REDIRECTED:
             _redirect(pushed, locked, delivery)
         return delivery_finish(delivery, locked, decision.outcome, decision.note)
 
@@ -113,15 +127,16 @@ def _page_write(
             digest=content.digest,
         )
         return
-    if change in (Change.REINDEXED, Change.REREAD, Change.CHANGED):
+    if change in CHUNKS_SWAPPED:
         _chunks_swap(delivery, page, reading, change)
+        # Whether the page is answered from goes with the chunks it now has.
+        page.not_indexed_reason = reading.kept_out
     if change == Change.CHANGED:
         _page_change(delivery, page, reading)
-    elif content is not None:
-        page_keep_body(page=page, content=content)
-        page.not_indexed_reason = reading.kept_out
-        page.mark_verified(at=delivery.received_at, crawled_at=delivery.crawled_at)
     else:
+        if change in BODY_KEPT:
+            assert content is not None
+            page_keep_body(page=page, content=content)
         page.mark_verified(at=delivery.received_at, crawled_at=delivery.crawled_at)
     page.remember_validators(
         etag=delivery.etag,
@@ -133,14 +148,14 @@ def _page_write(
 def _chunks_swap(
     delivery: Delivery, page: Page, reading: Reading, change: Change
 ) -> None:
-    """The page's chunks become the reading's; new content records its version
-    first (the chunks are swapped with the change they come from)."""
+    """The page's chunks become the reading's: new content records its version
+    first (the chunks are swapped with the change they come from); a page read
+    again under boilerplate learned since brings its history in line after."""
     content, report = reading.content, reading.report
     assert content is not None and report is not None
     if change == Change.CHANGED:
         kind = _content_step(page)
-        held = "" if kind != PageVersion.Kind.CHANGED else page.markdown
-        measured = change_measure(held, content.markdown)
+        measured = change_measure(_markdown_held(page, kind), content.markdown)
         delivery.version = PageVersion.objects.create(
             page=page,
             source_id=page.source_id,
@@ -166,6 +181,9 @@ def _chunks_swap(
 
 
 def _page_change(delivery: Delivery, page: Page, reading: Reading) -> None:
+    """New content becomes the page's: its body, Markdown and hash, when it
+    changed, and the near-duplicate it is flagged as (its chunks and version are
+    swapped in first, ``_chunks_swap``)."""
     content = reading.content
     assert content is not None
     page_keep_body(page=page, content=content)
@@ -181,6 +199,14 @@ def _page_change(delivery: Delivery, page: Page, reading: Reading) -> None:
         modified_at=http_date(delivery.last_modified),
     )
     page_similarity_record(page=page, sig=reading.signature)
+
+
+def _markdown_held(page: Page, kind: PageVersion.Kind) -> str:
+    """The Markdown the page holds before new content: none for a new page or one
+    back from a tombstone (not read), else its own."""
+    if kind in (PageVersion.Kind.NEW, PageVersion.Kind.RESTORED):
+        return ""
+    return page.markdown
 
 
 def _content_step(page: Page) -> PageVersion.Kind:

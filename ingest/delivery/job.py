@@ -12,11 +12,12 @@
 5. the URL asked for (pushed to Crawlbase, or requested by the built-in crawler) led
    elsewhere (a redirect): the final URL is the page, the one asked for points to it
    (recorded in 6 to 8);
-6. the content equals an older live page's of the same source (a mirror, a
-   parameter variant): a duplicate of that page, which stays the one indexed;
-7. the body and the rules reading it are those the live page's Markdown was read
-   from (its ``reading_key``): unchanged without being read again; else, read, the
-   content hash equals the live page's: unchanged; ``last_verified_at`` moves;
+6. the body and the rules reading it are those the live page's Markdown was read
+   from (its ``reading_key``), and no older live page of its source holds that
+   content: unchanged without being read again;
+7. read, the content equals an older live page's of the same source (a mirror, a
+   parameter variant): a duplicate of that page, which stays the one indexed; else
+   the content hash equals the live page's: unchanged; ``last_verified_at`` moves;
 8. otherwise new content: chunked, new chunk texts embedded, swapped in; a page of
    the same source with almost the same text is flagged, never removed.
 
@@ -48,7 +49,7 @@ from django.dispatch import Signal
 from ingest.delivery.claim import delivery_held
 from ingest.delivery.finish import Superseded, delivery_apply
 from ingest.delivery.models import Delivery
-from ingest.delivery.outcome import Read, delivery_read
+from ingest.delivery.outcome import delivery_read
 from ingest.delivery.queue import connection_lost, delivery_retry_later, error_summary
 from ingest.delivery.rescope import page_rescope, pages_rescope
 from sources.models import Page, Source
@@ -133,7 +134,7 @@ def _ingest(delivery: Delivery, scope: ScopeMap) -> Outcome:
         reading = delivery_read(delivery, page, owner=owner, scope=scope, again=True)
         outcome = delivery_apply(delivery, page, pushed, reading)
         assert outcome is not None
-    if outcome == Outcome.EMBEDDED and reading.kind == Read.CONTENT:
+    if outcome == Outcome.EMBEDDED:
         assert page is not None
         # New content may link to pages the crawler has not been given yet.
         content_indexed.send(

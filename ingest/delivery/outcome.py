@@ -6,7 +6,9 @@ before under the same rules, or content, read, compared with the page's and, whe
 new, embedded (which may call a remote API, so never under a lock). ``decide``,
 under the page's lock (``ingest.delivery.finish``), turns that reading and the page
 as it is now into a ``Decision``: another run may have changed the page meanwhile.
-Both only read; ``ingest.delivery.finish`` writes what the decision says.
+Neither writes the page (reading pays for new chunk texts' vectors, and may queue
+the re-derivation of pages whose boilerplate moved); ``ingest.delivery.finish``
+writes what the decision says.
 """
 
 from __future__ import annotations
@@ -71,6 +73,12 @@ class Reading:
     report: EmbedReport | None = None
     signature: bytes = b""
 
+    @property
+    def asks_for_original(self) -> bool:
+        """The shortcut holds only while no older live page has the page's content:
+        read with the page's lock, in the same statement."""
+        return self.kind == Read.SAME_READING
+
 
 class Change(enum.Enum):
     """What a decision writes (``ingest.delivery.finish``)."""
@@ -85,7 +93,7 @@ class Change(enum.Enum):
     REREAD = "reread"  # read again: boilerplate learned since
     CHANGED = "changed"  # new content
     DUPLICATE = "duplicate"  # a copy of an older page, which stays indexed
-    RETRY = "retry"  # the older page changed meanwhile: new content after all
+    RETRY = "retry"  # the older page changed meanwhile: the run is retried
 
 
 @dataclass(frozen=True)

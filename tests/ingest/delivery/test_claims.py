@@ -20,7 +20,7 @@ from django_q.brokers.orm import ORM
 from django_q.models import OrmQ, Schedule
 
 from ingest.delivery import finish
-from ingest.delivery import job as process
+from ingest.delivery import job as delivery_job
 from ingest.delivery.job import delivery_process
 from ingest.delivery.models import Delivery
 from ingest.delivery.queue import deliveries_requeue_stalled, delivery_retry_later
@@ -65,7 +65,7 @@ def a_live_run(delivery: Delivery) -> Iterator[list]:
     inside the run until the block ends; then its result."""
     inside, finish = threading.Event(), threading.Event()
     results: list = []
-    real = process._process
+    real = delivery_job._process
 
     def slow(delivery: Delivery) -> Delivery.Outcome:
         if threading.current_thread() is worker:
@@ -270,7 +270,7 @@ def test_a_page_another_run_made_first_is_the_one_taken(inside_a_transaction):
 
     guard = transaction.atomic() if inside_a_transaction else contextlib.nullcontext()
     with guard:
-        page = process._page_create(f"{SITE}/install/", source)
+        page = delivery_job._page_create(f"{SITE}/install/", source)
         assert Page.objects.count() == 1, "the transaction around it still works"
 
     assert page.pk == made.pk
