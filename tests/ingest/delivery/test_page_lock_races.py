@@ -1,21 +1,19 @@
-"""What the delivery job's rewrite (read before the lock, decide under it, one
-transaction writes) must keep from the job it replaced: a delivery found unchanged
-before the lock verifies the page under it and leaves alone what another run
-changed on the page meanwhile.
-
-Runs on both layouts of the code (before and after the split into packages): the
-page lock is patched where each one takes it.
+"""What another run changes between a delivery's reading (before the page lock)
+and its decision (under it): a delivery found unchanged leaves alone what the
+other run set; a duplicate whose original changed meanwhile is retried, and read
+again it is new content.
 """
 
 from __future__ import annotations
 
-import importlib
 import threading
 from unittest import mock
 
 import pytest
 from django.db import connection
 
+from ingest.delivery import finish
+from ingest.delivery.models import Delivery
 from retrieval.models import Chunk
 from sources.models import Page, Source
 from tests.world import SITE, receive_delivery, run_queued
@@ -24,29 +22,21 @@ pytestmark = pytest.mark.django_db(transaction=True)
 TASK = "ingest.tasks.delivery_process_task"
 KEPT_OUT = "kept out by a re-derivation under the source's new rules"
 
-try:
-    finish = importlib.import_module("ingest.delivery.finish")
-except ImportError:  # the code before the split: ingest/finish.py
-    finish = importlib.import_module("ingest.finish")
-
-
 @pytest.fixture(autouse=True)
 def world(transactional_db, settings):
     settings.DELIVERY_RETRY_SECONDS = 0
     Source.objects.create(name="Example docs", seed_urls=f"{SITE}/")
 
 
-def kept_out_by_another_run_before_the_lock(page_pk: int):
-    """``page_lock`` as a run meets it after another session (a re-derivation)
-    committed the page kept out of answers, its chunks dropped, with no newer
-    crawl."""
+def before_the_lock(change):
+    """``page_lock`` as a run meets it after another session committed
+    ``change()``, the first time only."""
     real = finish.page_lock
     done: list[bool] = []
 
     def other_run() -> None:
         try:
-            Page.objects.filter(pk=page_pk).update(not_indexed_reason=KEPT_OUT)
-            Chunk.objects.filter(page_id=page_pk).delete()
+            change()
         finally:
             connection.close()
 
@@ -70,9 +60,30 @@ def test_an_unchanged_delivery_keeps_what_another_run_changed_before_the_lock():
     Source.objects.update(boilerplate_patterns="^Nothing matches this$")
     receive_delivery()
 
-    with kept_out_by_another_run_before_the_lock(page.pk):
+    def kept_out() -> None:  # a re-derivation under the source's new rules
+        Page.objects.filter(pk=page.pk).update(not_indexed_reason=KEPT_OUT)
+        Chunk.objects.filter(page_id=page.pk).delete()
+
+    with before_the_lock(kept_out):
         assert run_queued(TASK) == ["unchanged"]
 
     page.refresh_from_db()
     assert page.not_indexed_reason == KEPT_OUT, "the other run's decision was undone"
     assert not Chunk.objects.filter(page_id=page.pk).exists()
+
+
+def test_a_duplicate_whose_original_changed_before_the_lock_is_read_again_as_new():
+    receive_delivery()
+    assert run_queued(TASK) == ["embedded"]
+    original = Page.objects.get(url=f"{SITE}/install/")
+    receive_delivery(url=f"{SITE}/install/copy/", rid="mirror")
+
+    def original_changed() -> None:
+        Page.objects.filter(pk=original.pk).update(content_hash="0" * 64)
+
+    with before_the_lock(original_changed):
+        assert run_queued(TASK) == ["queued"]
+    mirror = Delivery.objects.get(rid="mirror")
+    assert "the original page changed" in mirror.error
+    assert run_queued(TASK) == ["embedded"]
+    assert Page.objects.get(url=f"{SITE}/install/copy/").is_live
