@@ -22,6 +22,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 TASK = "ingest.tasks.delivery_process_task"
 KEPT_OUT = "kept out by a re-derivation under the source's new rules"
 
+
 @pytest.fixture(autouse=True)
 def world(transactional_db, settings):
     settings.DELIVERY_RETRY_SECONDS = 0
