@@ -74,7 +74,12 @@ class FakeOpenAI:
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        # A short poll: shutting down waits for the loop to look (0.5 s by default).
+        self.thread = threading.Thread(
+            target=self.server.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            daemon=True,
+        )
 
     @property
     def base_url(self) -> str:
