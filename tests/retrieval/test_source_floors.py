@@ -59,6 +59,7 @@ def test_the_floor_in_force_for_a_search_of_these_sources(
     assert floor_in_force(None, source_ids) == (relevance if relevance else None)
 
 
+@pytest.mark.slow
 class SourceFloorTests(HarborWorld):
     def setUp(self):
         local_model_require()
