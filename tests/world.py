@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import itertools
+from collections.abc import Iterable
 from pathlib import Path
 
 from django.test import TestCase, override_settings
@@ -189,8 +190,15 @@ def harbor_load() -> Source:
 
 def ingest_markdown(url: str, markdown: str) -> None:
     """Deliver a Markdown page and run its job; refresh what the index knows."""
-    delivery = receive_delivery(url, markdown, content_type="text/markdown")
-    delivery_process(delivery_id=delivery.pk)
+    ingest_markdowns([(url, markdown)])
+
+
+def ingest_markdowns(pages: Iterable[tuple[str, str]]) -> None:
+    """Deliver Markdown pages (address, text) and run their jobs; then refresh
+    what the index knows, once (learning a floor asks hundreds of questions)."""
+    for url, markdown in pages:
+        delivery = receive_delivery(url, markdown, content_type="text/markdown")
+        delivery_process(delivery_id=delivery.pk)
     index_statistics_refresh(force=True)
 
 
