@@ -167,6 +167,7 @@ class SlicedCheckTests(TestCase):
                 assert outcome(check, resumed) == expected
 
 
+@pytest.mark.slow  # three threads reading a slow site
 def test_copies_of_a_checks_job_at_once_record_each_file_once(
     transactional_db, settings
 ):

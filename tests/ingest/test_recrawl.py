@@ -192,6 +192,7 @@ def test_429_slows_pushing_down_and_loses_nothing(source, crawlbase):
     assert all(gap >= 0.05 for gap in gaps)
 
 
+@pytest.mark.slow  # thirty pushes at twenty a second
 @pytest.mark.django_db
 @override_settings(CRAWLBASE_PUSH_RATE=20)
 def test_pushes_stay_within_the_providers_rate(source, crawlbase):
@@ -701,6 +702,7 @@ def simulate(source: Source, *, days: int) -> dict[str, list]:
     return {"pages": [changelog, archive, daily[0]], "archive": archive_intervals}
 
 
+@pytest.mark.slow  # four months of a source's schedule, day by day
 @pytest.mark.django_db
 def test_adaptive_intervals_move_within_bounds_toward_each_pages_own_rate(source):
     # Checks a day for the whole source (the changelog alone could use 24): where

@@ -389,6 +389,7 @@ def random_markdown(rng: random.Random) -> str:
     return "\n\n".join(parts) + "\n"
 
 
+@pytest.mark.slow  # forty random pages
 def test_no_chunk_of_many_random_pages_is_over_the_cap():
     rng = random.Random(20)
     for _ in range(40):
