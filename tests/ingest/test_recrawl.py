@@ -37,11 +37,10 @@ DELIVERY_TASK = "ingest.tasks.delivery_process_task"
 
 
 @pytest.fixture
-def crawlbase(settings, live_server):
-    """The fake Crawling API, delivering to this test's live webhook."""
-    with FakeCrawlbaseAPI(
-        callback_url=f"{live_server.url}/webhooks/crawlbase/?token={WEBHOOK_TOKEN}"
-    ) as fake:
+def crawlbase(settings):
+    """The fake Crawling API; it delivers what it was pushed to a live webhook
+    when the test asks for one (``live_webhook``)."""
+    with FakeCrawlbaseAPI() as fake:
         settings.CRAWLBASE_TOKEN = TOKEN
         settings.CRAWLBASE_CRAWLER = CRAWLER
         settings.CRAWLBASE_API_URL = fake.base_url
@@ -49,6 +48,16 @@ def crawlbase(settings, live_server):
         settings.WEBHOOK_TOKEN = WEBHOOK_TOKEN
         settings.DELIVERY_RETRY_SECONDS = 0
         yield fake
+
+
+@pytest.fixture
+def live_webhook(crawlbase, live_server):
+    """The fake Crawling API delivers to this test's live webhook. A live server
+    makes the test transactional (its thread reads committed rows only): each
+    such test empties every table after it, a fraction of a second."""
+    crawlbase.callback_url = (
+        f"{live_server.url}/webhooks/crawlbase/?token={WEBHOOK_TOKEN}"
+    )
 
 
 @pytest.fixture
@@ -216,6 +225,7 @@ def test_the_sdk_answer_is_read_whatever_its_content_type(source, crawlbase):
 
 
 @pytest.mark.django_db
+@pytest.mark.usefixtures("live_webhook")
 def test_links_out_of_scope_are_never_pushed(source, crawlbase):
     crawlbase.site[f"{SITE}/"] = SitePage(
         body=page_html("Home", ("Start", "Welcome."))
@@ -263,6 +273,7 @@ def edited_page(second: str) -> str:
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("live_webhook")
 def test_push_deliver_index_recrawl_one_changed_chunk_then_gone(source, crawlbase):
     url = f"{SITE}/install/"
     crawlbase.site[url] = SitePage(body=edited_page("Run pip install example."))
@@ -313,6 +324,7 @@ def key_words_page(edited: int | None = None) -> str:
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("row", [5, 200, 395])
+@pytest.mark.usefixtures("live_webhook")
 def test_one_edited_row_of_a_long_table_embeds_only_the_chunks_around_it(
     source, crawlbase, row
 ):
@@ -334,6 +346,7 @@ def test_one_edited_row_of_a_long_table_embeds_only_the_chunks_around_it(
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("live_webhook")
 def test_a_delivery_is_matched_to_its_push_across_a_redirect(source, crawlbase):
     old, new = f"{SITE}/setup/", f"{SITE}/install/"
     crawlbase.site[old] = SitePage(body=edited_page("Run pip."), final_url=new)
@@ -350,6 +363,7 @@ def test_a_delivery_is_matched_to_its_push_across_a_redirect(source, crawlbase):
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("status", [404, 410])
+@pytest.mark.usefixtures("live_webhook")
 def test_a_page_whose_address_now_leads_to_a_gone_page_leaves_search(
     source, crawlbase, status
 ):
@@ -376,6 +390,7 @@ def urls_found(query: str) -> list[str]:
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("live_webhook")
 def test_a_captcha_keeps_the_page_and_counts_a_failure(source, crawlbase):
     url = f"{SITE}/install/"
     crawlbase.site[url] = SitePage(body=edited_page("Run pip."))
