@@ -214,6 +214,11 @@ def _handler(fake: FakeOpenAI):
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
+                if status == 429 or status >= 500:
+                    # When to come back, as OpenAI's API may say (read by the
+                    # openai client): 10 ms, not the client's own backoff of
+                    # half a second and more.
+                    self.send_header("retry-after-ms", "10")
                 self.end_headers()
                 self.wfile.write(data)
             except (BrokenPipeError, ConnectionResetError):
