@@ -272,6 +272,7 @@ class PolitenessTests(CrawlWorld):
             claim = frontier_claim(crawl=crawl)
         assert claim.row.url == self.site.url("/docs/") and claim.wait == 0
 
+    @pytest.mark.slow  # waits out CRAWL_TIMEOUT, a second at least
     def test_a_site_too_slow_to_answer_times_out(self):
         self.site.add("/docs/", page("Docs"), hold=True)
 

@@ -107,6 +107,7 @@ def outcome(check: PublishCheck, site: FakeSite) -> dict[str, Any]:
 
 
 @override_settings(**SITE_SETTINGS)
+@pytest.mark.slow  # each fetcher's check of two fake sites
 class SlicedCheckTests(TestCase):
     def twin_sites(self) -> tuple[FakeSite, FakeSite]:
         return self.enterContext(FakeSite()), self.enterContext(FakeSite())

@@ -551,6 +551,7 @@ def own_word_deliver(case: str, word: str) -> str:
     return url
 
 
+@pytest.mark.slow  # the Harbor site and twelve pages more for each case
 @pytest.mark.django_db
 @pytest.mark.parametrize(
     "case",
