@@ -65,8 +65,9 @@ test: lint $(LOCAL_STAMP) $(OLD_PG_STAMP)
 test-bench: $(LOCAL_STAMP) $(OLD_PG_STAMP)
 	$(VENV)/bin/pytest -n 2 -m bench
 
-# The inner loop: no lint and no slow-marked tests (servers, subprocesses, browsers,
-# several nodes, replication); the local model's tests run if it is installed.
+# The inner loop, under 2 minutes on 2 cores: no lint and no slow-marked tests
+# (servers, subprocesses, browsers, several nodes, replication, the local embedding
+# model, deadlines waited out, large inputs); `make test` runs them all.
 test-fast: $(STAMP)
 	$(VENV)/bin/pytest -n 2 -m "not slow and not bench"
 

@@ -9,6 +9,7 @@ import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
+from unittest import mock
 
 import pytest
 
@@ -122,6 +123,41 @@ def _database_url(db: dict) -> str:
 
 
 PYTHON = sys.executable
+
+
+@pytest.fixture(scope="session", autouse=True)
+def flush_by_delete() -> Iterator[None]:
+    """A transactional test's tables are emptied by DELETE, not TRUNCATE: this
+    server truncates its 45 tables in 0.4 s (new files for each table and index,
+    synced at commit), and deletes the few rows a test leaves in 10 ms. Django's
+    foreign keys are deferrable, so the order of the tables does not matter.
+    Resetting sequences (or cascading) keeps Django's TRUNCATE."""
+    from django.core.management.color import Style
+    from django.db.backends.postgresql.operations import DatabaseOperations
+
+    truncate = DatabaseOperations.sql_flush
+
+    def sql_flush(
+        ops: DatabaseOperations,
+        style: Style,
+        tables: list[str],
+        *,
+        reset_sequences: bool = False,
+        allow_cascade: bool = False,
+    ) -> list[str]:
+        if reset_sequences or allow_cascade or not tables:
+            return truncate(
+                ops,
+                style,
+                tables,
+                reset_sequences=reset_sequences,
+                allow_cascade=allow_cascade,
+            )
+        deletes = [f"DELETE FROM {ops.quote_name(table)}" for table in tables]
+        return ["SET CONSTRAINTS ALL DEFERRED", *deletes]
+
+    with mock.patch.object(DatabaseOperations, "sql_flush", sql_flush):
+        yield
 
 
 @pytest.fixture(scope="session")

@@ -22,3 +22,8 @@ from kbsite.settings import DATABASES  # noqa: E402
 DATABASES.setdefault(
     "replica_1", {**DATABASES["default"], "TEST": {"MIRROR": "default"}}
 )
+
+# Passwords hashed for speed, not strength: PBKDF2's million rounds take a third of
+# a second for each user made with a password and each login, hundreds of times in
+# the suite. Child processes keep the product's hashers (they make their own users).
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

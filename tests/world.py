@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import itertools
+from collections.abc import Iterable
 from pathlib import Path
 
 from django.test import TestCase, override_settings
@@ -111,6 +112,33 @@ def webhook_deliver(client, url: str, body: str) -> Delivery:
     return Delivery.objects.get(rid=rid)
 
 
+def ingest_delivery(*args, **kwargs) -> Delivery:
+    """Receive a delivery (as ``receive_delivery``) and run its job, as the worker
+    would."""
+    delivery = receive_delivery(*args, **kwargs)
+    delivery_process(delivery_id=delivery.pk)
+    delivery.refresh_from_db()
+    return delivery
+
+
+def embedder_space_serve() -> None:
+    """The configured embedder's space serves, as if the site had always run on it."""
+    embedder = get_embedder()
+    space = space_register(name=embedder.space, dimensions=embedder.dimensions)
+    space_switch(to=space, keep_old=True)
+
+
+def fake_openai_settings(api: FakeOpenAI) -> dict[str, object]:
+    """The settings of an embedder of text-embedding-3's served by ``api``."""
+    return {
+        "EMBEDDING_BACKEND": "openai",
+        "EMBEDDING_MODEL": "text-embedding-3-small",
+        "EMBEDDING_DIMENSIONS": 64,
+        "OPENAI_API_KEY": "sk-test",
+        "OPENAI_BASE_URL": api.base_url,
+    }
+
+
 @override_settings(WEBHOOK_TOKEN=TOKEN, DELIVERY_RETRY_SECONDS=0)
 class IngestWorld(TestCase):
     """Example docs at docs.example.com, and helpers to deliver pages to it."""
@@ -124,10 +152,7 @@ class IngestWorld(TestCase):
 
     def ingest(self, *args, **kwargs) -> Delivery:
         """Receive a delivery and run its job, as the worker would."""
-        delivery = self.receive(*args, **kwargs)
-        delivery_process(delivery_id=delivery.pk)
-        delivery.refresh_from_db()
-        return delivery
+        return ingest_delivery(*args, **kwargs)
 
     def push(self, url: str, rid: str | None = None) -> Push:
         """A push sent to Crawlbase now; an earlier one of the page in flight is
@@ -152,17 +177,9 @@ class IngestWorld(TestCase):
         whose space serves, as if the site had always run on it; ``settings``
         replace the defaults. The fake stops with the test."""
         api = self.enterContext(api or FakeOpenAI())
-        values: dict[str, object] = {
-            "EMBEDDING_BACKEND": "openai",
-            "EMBEDDING_MODEL": "text-embedding-3-small",
-            "EMBEDDING_DIMENSIONS": 64,
-            "OPENAI_API_KEY": "sk-test",
-            "OPENAI_BASE_URL": api.base_url,
-        }
-        self.enterContext(override_settings(**{**values, **settings}))
-        embedder = get_embedder()
-        space = space_register(name=embedder.space, dimensions=embedder.dimensions)
-        space_switch(to=space, keep_old=True)
+        values = {**fake_openai_settings(api), **settings}
+        self.enterContext(override_settings(**values))
+        embedder_space_serve()
         return api
 
 
@@ -176,22 +193,32 @@ class HarborWorld(IngestWorld):
         cls.harbor = harbor_load()
 
 
-def harbor_load() -> Source:
+def harbor_load(*, refresh: bool = True) -> Source:
+    """The Harbor docs delivered; ``refresh``: then what the index knows (word
+    counts and a floor), as the periodic job would (off when the caller delivers
+    more pages first and refreshes then)."""
     source = Source.objects.create(name="Harbor docs", seed_urls=f"{HARBOR}/")
     for path in sorted((FIXTURES / "corpus").glob("*.md")):
         delivery = receive_delivery(
             harbor_url(path.stem), path.read_text(), content_type="text/markdown"
         )
         delivery_process(delivery_id=delivery.pk)
-    # What the periodic job does once pages have come in: word counts and a floor.
-    index_statistics_refresh(force=True)
+    if refresh:
+        index_statistics_refresh(force=True)
     return source
 
 
 def ingest_markdown(url: str, markdown: str) -> None:
     """Deliver a Markdown page and run its job; refresh what the index knows."""
-    delivery = receive_delivery(url, markdown, content_type="text/markdown")
-    delivery_process(delivery_id=delivery.pk)
+    ingest_markdowns([(url, markdown)])
+
+
+def ingest_markdowns(pages: Iterable[tuple[str, str]]) -> None:
+    """Deliver Markdown pages (address, text) and run their jobs; then refresh
+    what the index knows, once (learning a floor asks hundreds of questions)."""
+    for url, markdown in pages:
+        delivery = receive_delivery(url, markdown, content_type="text/markdown")
+        delivery_process(delivery_id=delivery.pk)
     index_statistics_refresh(force=True)
 
 

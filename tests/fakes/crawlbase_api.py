@@ -64,7 +64,11 @@ class FakeCrawlbaseAPI:
         return f"http://127.0.0.1:{self._server.server_address[1]}/"
 
     def __enter__(self) -> FakeCrawlbaseAPI:
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        # A short poll: shutting down waits for the loop to look (0.5 s by default).
+        serve = {"poll_interval": 0.05}
+        threading.Thread(
+            target=self._server.serve_forever, kwargs=serve, daemon=True
+        ).start()
         return self
 
     def __exit__(self, *exc: object) -> None:

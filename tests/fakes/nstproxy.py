@@ -58,7 +58,11 @@ class FakeNstproxy:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        # A short poll: shutting down waits for the loop to look (0.5 s by default).
+        serve = {"poll_interval": 0.05}
+        threading.Thread(
+            target=self.server.serve_forever, kwargs=serve, daemon=True
+        ).start()
         return self
 
     def __exit__(self, *exc: object) -> None:

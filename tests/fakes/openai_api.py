@@ -74,7 +74,12 @@ class FakeOpenAI:
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        # A short poll: shutting down waits for the loop to look (0.5 s by default).
+        self.thread = threading.Thread(
+            target=self.server.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            daemon=True,
+        )
 
     @property
     def base_url(self) -> str:
@@ -209,6 +214,11 @@ def _handler(fake: FakeOpenAI):
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
+                if status == 429 or status >= 500:
+                    # When to come back, as OpenAI's API may say (read by the
+                    # openai client): 10 ms, not the client's own backoff of
+                    # half a second and more.
+                    self.send_header("retry-after-ms", "10")
                 self.end_headers()
                 self.wfile.write(data)
             except (BrokenPipeError, ConnectionResetError):

@@ -29,6 +29,7 @@ TICKS = 5
 CLUSTERS = 6
 
 
+@pytest.mark.slow  # several clusters' schedulers in threads, tick after tick
 def test_schedulers_of_several_clusters_looking_at_once_queue_one_job_per_tick():
     due = timezone.now() - timedelta(seconds=5)
     names = [f"tick {n}" for n in range(TICKS)]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from io import StringIO
 
+import pytest
 from django.core.management import call_command
 from django.test import TestCase, override_settings
 
@@ -120,6 +121,7 @@ class LearnedStatisticsTests(HarborWorld):
         assert job.func == "retrieval.tasks.index_statistics_refresh_task"
 
 
+@pytest.mark.slow
 class SemanticModelTests(HarborWorld):
     """The local model, and the same vectors from an API under a name the product
     has never seen: neither needs a floor set by hand."""

@@ -184,6 +184,7 @@ def test_a_huge_table_is_cut_between_rows_each_piece_under_the_header():
     assert kept == rows
 
 
+@pytest.mark.slow  # a megabyte line
 def test_a_single_one_megabyte_line_of_code_is_cut_at_characters_still_fenced():
     line = "é" * 200_000 + "x" * 300_000 + "ab" * 150_000
 
@@ -389,6 +390,7 @@ def random_markdown(rng: random.Random) -> str:
     return "\n\n".join(parts) + "\n"
 
 
+@pytest.mark.slow  # forty random pages
 def test_no_chunk_of_many_random_pages_is_over_the_cap():
     rng = random.Random(20)
     for _ in range(40):

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import random
 
+import pytest
 from django.conf import settings
 from django.db import connection, connections, transaction
 from django.test import TestCase, override_settings
@@ -136,6 +137,7 @@ class SchemaTests(TestCase):
         assert "::halfvec(3072)" in index_definition(name)
 
 
+@pytest.mark.slow  # HNSW indexes of 3,000 vectors
 class IndexBuildMemoryTests(TestCase):
     SPACE = "test/build-memory/64"
 

@@ -114,6 +114,7 @@ def test_a_local_model_test_without_the_model_fails_when_ci_requires_it(
     assert raised.type is outcome
 
 
+@pytest.mark.slow
 def test_the_local_backend_loads_its_model_offline_and_understands_meaning():
     local_model_require()
     embedder = build_embedder("local", "all-MiniLM-L6-v2", 384)
@@ -130,6 +131,7 @@ def test_the_local_backend_loads_its_model_offline_and_understands_meaning():
     assert cosine(query, near) > cosine(query, far) + 0.2
 
 
+@pytest.mark.slow
 def test_the_local_backend_draws_no_progress_bar_when_logging_at_info(capfd):
     # The web server logs at INFO: a bar there would be a line per question.
     local_model_require()
@@ -148,6 +150,7 @@ def test_the_local_backend_draws_no_progress_bar_when_logging_at_info(capfd):
     assert capfd.readouterr().err == ""
 
 
+@pytest.mark.slow
 def test_the_local_backend_refuses_a_wrong_dimension():
     local_model_require()
 
@@ -155,6 +158,7 @@ def test_the_local_backend_refuses_a_wrong_dimension():
         build_embedder("local", "all-MiniLM-L6-v2", 512)
 
 
+@pytest.mark.slow
 def test_the_local_backend_refuses_an_unknown_model_name():
     local_model_require()
 

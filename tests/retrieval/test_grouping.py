@@ -120,6 +120,7 @@ APART = [
 ]
 
 
+@pytest.mark.slow
 def test_the_default_model_groups_rewordings_and_keeps_other_requests_apart():
     model = cached_embedder("local", "all-MiniLM-L6-v2", 384)
     questions = [text for group in ALIKE for text in group] + APART

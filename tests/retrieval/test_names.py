@@ -160,6 +160,7 @@ class NeverNamedTests(HarborWorld):
         assert response.json()["answer"] != NO_EVIDENCE
 
 
+@pytest.mark.slow
 class LocalModelTests(HarborWorld):
     """With the local model, whose vectors put any backup tool beside Harbor's own
     backups, near-domain questions still abstain, and named ones it documents do

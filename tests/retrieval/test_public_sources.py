@@ -27,7 +27,7 @@ from retrieval.models import QueryLog
 from retrieval.questions import feedback_ticket
 from sources.models import Source
 from tests.admin_world import editor_create
-from tests.world import IngestWorld, ingest_markdown
+from tests.world import IngestWorld, ingest_markdown, ingest_markdowns
 
 
 @dataclass(frozen=True)
@@ -171,7 +171,7 @@ class PublicSourceWorld(IngestWorld):
                 widget_origins=[WIDGET_ORIGIN],
             )
             cls.sources[site] = source
-            ingest_markdown(site.url, site.markdown())
+        ingest_markdowns((site.url, site.markdown()) for site in SITES)
         cls.sources[VAULT].allowed_groups.add(cls.vault_group)
         cls.user = User.objects.create_user("reader", password="a long password 1")
         cls.keeper = User.objects.create_user("keeper", password="a long password 1")

@@ -43,6 +43,7 @@ from tests.world import (
     harbor_load,
     harbor_url,
     ingest_markdown,
+    ingest_markdowns,
     receive_delivery,
 )
 
@@ -449,14 +450,12 @@ class RareTermTests(HarborWorld):
     def test_a_word_of_the_heading_path_outranks_the_same_word_in_text(self):
         # "zorbix" once in each chunk: in the path (the page's title) of one, in
         # the text of the other, which are otherwise alike.
-        ingest_markdown(
-            harbor_url("zorbix"),
-            "# Zorbix\n\n## Limits\n\nEach holder keeps at most ten items.\n",
-        )
-        ingest_markdown(
-            harbor_url("holders"),
-            "# Holders\n\n## Limits\n\nEach zorbix keeps at most ten items.\n",
-        )
+        ingest_markdowns([
+            (harbor_url("zorbix"),
+             "# Zorbix\n\n## Limits\n\nEach holder keeps at most ten items.\n"),
+            (harbor_url("holders"),
+             "# Holders\n\n## Limits\n\nEach zorbix keeps at most ten items.\n"),
+        ])  # fmt: skip
 
         result = chunks_search(query="zorbix", user=SYSTEM, k=2,
                                mode=SearchMode.KEYWORD)  # fmt: skip
@@ -467,14 +466,12 @@ class RareTermTests(HarborWorld):
         assert result.hits[0].score > result.hits[1].score
 
     def test_an_identifier_is_held_only_where_its_words_are_adjacent(self):
-        ingest_markdown(
-            harbor_url("apart"),
-            "# Apart\n\nThe max number of open connections is set elsewhere.\n",
-        )
-        ingest_markdown(
-            harbor_url("adjacent"),
-            "# Adjacent\n\nSet max_connections to 100 for this.\n",
-        )
+        ingest_markdowns([
+            (harbor_url("apart"),
+             "# Apart\n\nThe max number of open connections is set elsewhere.\n"),
+            (harbor_url("adjacent"),
+             "# Adjacent\n\nSet max_connections to 100 for this.\n"),
+        ])  # fmt: skip
         pages = {
             url: Page.objects.get(url=harbor_url(url)).pk
             for url in ("apart", "adjacent")
@@ -554,6 +551,7 @@ def own_word_deliver(case: str, word: str) -> str:
     return url
 
 
+@pytest.mark.slow  # the Harbor site and twelve pages more for each case
 @pytest.mark.django_db
 @pytest.mark.parametrize(
     "case",
@@ -561,7 +559,7 @@ def own_word_deliver(case: str, word: str) -> str:
      "moved to another source"],
 )  # fmt: skip
 def test_a_word_new_since_the_counts_finds_its_page(case, settings):
-    harbor_load()
+    harbor_load(refresh=False)  # refreshed once the notices are in
     Source.objects.create(name="Harbor guides", seed_urls=OTHER_SOURCE)
     # Twelve pages already carry the notice with no word of their own, in short
     # chunks the vectors put nearest; the counts have seen them.

@@ -17,7 +17,7 @@ from retrieval.questions import question_answer, search_run
 from retrieval.search import SearchMode, _search, chunks_search
 from retrieval.searchable import SearchFilters
 from sources.models import SYSTEM, Page, Source
-from tests.world import HarborWorld, harbor_url, ingest_markdown
+from tests.world import HarborWorld, harbor_url, ingest_markdowns
 
 OFF_TOPIC = "What is the boiling point of tungsten?"
 # "throttle" is in four release notes of another product and nowhere in Harbor's
@@ -74,12 +74,14 @@ class NarrowerScopeTests(HarborWorld):
         cls.other = Source.objects.create(
             name="Dockyard", seed_urls="https://dockyard.example/"
         )
-        for n in range(4):
-            ingest_markdown(
+        ingest_markdowns(
+            (
                 f"https://dockyard.example/changes/{n}/",
                 f"# Changes in 1.{n}\n\nYou can now throttle the workers of a "
                 f"queue ({n}).\n",
             )
+            for n in range(4)
+        )
 
     def ask(self, **filters):
         return question_answer(
@@ -122,11 +124,13 @@ class NeverNamedInScopeTests(HarborWorld):
     def setUpTestData(cls):
         super().setUpTestData()
         Source.objects.create(name="Tools", seed_urls="https://tools.example/")
-        for n in range(4):
-            ingest_markdown(
+        ingest_markdowns(
+            (
                 f"https://tools.example/list/{n}/",
                 f"# Tools {n}\n\nBarman is one more tool on the list ({n}).\n",
             )
+            for n in range(4)
+        )
 
     def test_the_scope_keeps_its_never_named(self):
         question = "How do I restore a Harbor backup with Barman?"

@@ -19,7 +19,7 @@ from retrieval.searchable import SearchFilters
 from retrieval.spaces import floor_in_force, space_serving
 from sources.models import SYSTEM, Source
 from tests.conftest import local_model_require
-from tests.world import HarborWorld, ingest_markdown
+from tests.world import HarborWorld, ingest_markdowns
 
 OTHER = "https://garden.example.org"
 # A second site, about something else: the index is two sources.
@@ -59,12 +59,12 @@ def test_the_floor_in_force_for_a_search_of_these_sources(
     assert floor_in_force(None, source_ids) == (relevance if relevance else None)
 
 
+@pytest.mark.slow
 class SourceFloorTests(HarborWorld):
     def setUp(self):
         local_model_require()
         self.garden = Source.objects.create(name="Garden", seed_urls=f"{OTHER}/")
-        for url, markdown in GARDEN:
-            ingest_markdown(url, markdown)
+        ingest_markdowns(GARDEN)
         # Small test sites: a floor of their own from 20 chunks up.
         self.enterContext(patch.object(statistics, "SOURCE_FLOOR_CHUNKS", 20))
         self.enterContext(

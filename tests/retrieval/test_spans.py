@@ -303,6 +303,7 @@ def test_with_meaning_an_identifier_the_question_names_still_wins():
     assert held.lead == "**`autodoc_typehints`**", "the one held beats meaning"
 
 
+@pytest.mark.slow
 def test_the_local_model_picks_the_option_a_question_in_a_users_words_means():
     local_model_require()
     from retrieval.answer import Meaning

@@ -5,6 +5,7 @@ superusers see everything."""
 
 from __future__ import annotations
 
+import pytest
 from django.contrib import admin
 from django.db import transaction
 from django.urls import reverse
@@ -109,6 +110,7 @@ class GroupEditorTests(TwoGroupsWorld):
             ("post", "sources_source_check", *sources),
         ]
 
+    @pytest.mark.slow  # every admin screen, three times
     def test_group_bs_rows_answer_404_as_ids_that_do_not_exist(self):
         for method, name, ours, theirs in self.screens():
             call = getattr(self.client, method)

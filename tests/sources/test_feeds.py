@@ -7,6 +7,7 @@ from datetime import datetime, timedelta, timezone
 from urllib.parse import parse_qs, quote, urlsplit
 
 import feedparser
+import pytest
 from django.contrib.auth.models import Group, User
 from rest_framework.authtoken.models import Token
 
@@ -183,6 +184,7 @@ class FeedTests(IngestWorld):
             assert response.status_code == 400, query
             assert response.json()["detail"], query
 
+    @pytest.mark.slow  # every JSON feed, bad cursors and good
     def test_a_bad_cursor_is_400_on_every_json_feed_and_a_good_one_still_works(self):
         Source.objects.filter(pk=self.source.pk).update(public=True)
         feeds = ["/feeds/changes.json", f"/feeds/sources/{self.source.pk}/changes.json"]

@@ -329,6 +329,7 @@ def test_a_changelog_page_converges_to_the_shortest_interval():
     assert source.estimates[0] > 1 / 2
 
 
+@pytest.mark.slow  # months of checks simulated
 def test_an_archive_page_drifts_to_the_maximum_interval():
     rng = random.Random(5)
     rates = [0.0] * 5 + [
@@ -342,6 +343,7 @@ def test_an_archive_page_drifts_to_the_maximum_interval():
     assert after_half_a_year.intervals[:5] == [MONTH] * 5
 
 
+@pytest.mark.slow  # a month of checks simulated
 def test_a_month_of_learning_from_nothing_beats_weekly_crawling_at_its_budget():
     rates = spread_of_rates(2000, random.Random(5))
     budget = len(rates) / 7  # a check per page per week

@@ -10,7 +10,15 @@ from django.test import override_settings
 from ingest.delivery.models import Delivery
 from retrieval.models import Embedding, EmbeddingUsage
 from sources.models import LineShape
-from tests.world import SITE, IngestWorld, run_queued
+from tests.fakes.openai_api import FakeOpenAI
+from tests.world import (
+    SITE,
+    IngestWorld,
+    embedder_space_serve,
+    fake_openai_settings,
+    ingest_delivery,
+    run_queued,
+)
 
 SECTIONS = {
     "Requirements": "You need Python 3.11 and PostgreSQL 16 with pgvector.",
@@ -32,17 +40,30 @@ def doc(title: str, sections: dict[str, str], footer: str = FOOTER) -> str:
 
 
 class IncrementalTests(IngestWorld):
-    def setUp(self):
-        self.api = self.serve_from_fake_openai()
+    # The site is delivered once for the class, through one fake API; each test
+    # starts from what the API had been sent by then.
+    @classmethod
+    def setUpClass(cls):
+        cls.api = cls.enterClassContext(FakeOpenAI())
+        cls.enterClassContext(override_settings(**fake_openai_settings(cls.api)))
+        super().setUpClass()
+
+    @classmethod
+    def setUpTestData(cls):
+        super().setUpTestData()
+        embedder_space_serve()
         # Other pages of the site teach it its menu and footer lines.
-        self.others = [
-            f"{SITE}/other{n}/" for n in range(settings.BOILERPLATE_MIN_PAGES)
-        ]
-        for number, url in enumerate(self.others):
+        pages = range(settings.BOILERPLATE_MIN_PAGES)
+        cls.others = [f"{SITE}/other{n}/" for n in pages]
+        for number, url in enumerate(cls.others):
             topic = TOPICS[number % len(TOPICS)] + " " * (number // len(TOPICS))
-            self.ingest(url, doc(f"Other {number}", {"A": f"All about {topic}."}))
-        self.url = f"{SITE}/install/"
-        self.first = self.ingest(self.url, doc("Install", SECTIONS))
+            ingest_delivery(url, doc(f"Other {number}", {"A": f"All about {topic}."}))
+        cls.url = f"{SITE}/install/"
+        cls.first = ingest_delivery(cls.url, doc("Install", SECTIONS))
+        cls.sent = (cls.api.requests, cls.api.inputs, cls.api.tokens)
+
+    def setUp(self):
+        self.api.requests, self.api.inputs, self.api.tokens = self.sent
         self.api.seen.clear()
 
     def test_the_first_crawl_embeds_each_section_once_and_counts_it(self):

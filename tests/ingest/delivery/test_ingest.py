@@ -338,6 +338,7 @@ class FailureTextTests(IngestWorld):
         assert "cast_to_int" in "\n".join(logs.output), "the stack is logged"
 
 
+@pytest.mark.slow
 class HugePageTests(IngestWorld):
     """A page far longer than a chunk, as scraped pages sometimes are: a paragraph
     of a megabyte with no sentence end, and a <pre> block of half a megabyte."""

@@ -380,6 +380,7 @@ class NoiseTests(NotifyWorld):
 
         assert self.send().made == 0 and self.hook.received == []
 
+    @pytest.mark.slow  # sixty deliveries
     def test_a_footer_learned_as_boilerplate_sends_only_the_real_edits(self):
         urls = [f"{SITE}/topic{n}/" for n in range(PAGES)]
         for number, url in enumerate(urls):

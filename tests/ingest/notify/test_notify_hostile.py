@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterator
 from datetime import timedelta
 
+import pytest
 from django.db import connection
 from django.test import override_settings
 from django_q.models import OrmQ
@@ -30,6 +31,9 @@ from tests.fakes.hostile_receiver import (
 )
 from tests.ingest.notify.test_notifications import URL, NotifyWorld
 from tests.world import INSTALL, run_queued
+
+# Each attempt waits out NOTIFY_TIMEOUT on a receiver that hangs or drips.
+pytestmark = pytest.mark.slow
 
 TIMED_OUT = "no answer within {} s (NOTIFY_TIMEOUT, for the whole exchange)"
 TIMED_OUT_1 = re.escape(TIMED_OUT.format(1))

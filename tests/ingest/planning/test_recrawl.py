@@ -43,11 +43,10 @@ DELIVERY_TASK = "ingest.tasks.delivery_process_task"
 
 
 @pytest.fixture
-def crawlbase(settings, live_server):
-    """The fake Crawling API, delivering to this test's live webhook."""
-    with FakeCrawlbaseAPI(
-        callback_url=f"{live_server.url}/webhooks/crawlbase/?token={WEBHOOK_TOKEN}"
-    ) as fake:
+def crawlbase(settings):
+    """The fake Crawling API; it delivers what it was pushed to a live webhook
+    when the test asks for one (``live_webhook``)."""
+    with FakeCrawlbaseAPI() as fake:
         settings.CRAWLBASE_TOKEN = TOKEN
         settings.CRAWLBASE_CRAWLER = CRAWLER
         settings.CRAWLBASE_API_URL = fake.base_url
@@ -55,6 +54,16 @@ def crawlbase(settings, live_server):
         settings.WEBHOOK_TOKEN = WEBHOOK_TOKEN
         settings.DELIVERY_RETRY_SECONDS = 0
         yield fake
+
+
+@pytest.fixture
+def live_webhook(crawlbase, live_server):
+    """The fake Crawling API delivers to this test's live webhook. A live server
+    makes the test transactional (its thread reads committed rows only): each
+    such test empties every table after it, a fraction of a second."""
+    crawlbase.callback_url = (
+        f"{live_server.url}/webhooks/crawlbase/?token={WEBHOOK_TOKEN}"
+    )
 
 
 @pytest.fixture
@@ -198,6 +207,7 @@ def test_429_slows_pushing_down_and_loses_nothing(source, crawlbase):
     assert all(gap >= 0.05 for gap in gaps)
 
 
+@pytest.mark.slow  # thirty pushes at twenty a second
 @pytest.mark.django_db
 @override_settings(CRAWLBASE_PUSH_RATE=20)
 def test_pushes_stay_within_the_providers_rate(source, crawlbase):
@@ -221,6 +231,7 @@ def test_the_sdk_answer_is_read_whatever_its_content_type(source, crawlbase):
 
 
 @pytest.mark.django_db
+@pytest.mark.usefixtures("live_webhook")
 def test_links_out_of_scope_are_never_pushed(source, crawlbase):
     crawlbase.site[f"{SITE}/"] = SitePage(
         body=page_html("Home", ("Start", "Welcome."))
@@ -268,6 +279,7 @@ def edited_page(second: str) -> str:
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("live_webhook")
 def test_push_deliver_index_recrawl_one_changed_chunk_then_gone(source, crawlbase):
     url = f"{SITE}/install/"
     crawlbase.site[url] = SitePage(body=edited_page("Run pip install example."))
@@ -318,6 +330,7 @@ def key_words_page(edited: int | None = None) -> str:
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("row", [5, 200, 395])
+@pytest.mark.usefixtures("live_webhook")
 def test_one_edited_row_of_a_long_table_embeds_only_the_chunks_around_it(
     source, crawlbase, row
 ):
@@ -339,6 +352,7 @@ def test_one_edited_row_of_a_long_table_embeds_only_the_chunks_around_it(
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("live_webhook")
 def test_a_delivery_is_matched_to_its_push_across_a_redirect(source, crawlbase):
     old, new = f"{SITE}/setup/", f"{SITE}/install/"
     crawlbase.site[old] = SitePage(body=edited_page("Run pip."), final_url=new)
@@ -355,6 +369,7 @@ def test_a_delivery_is_matched_to_its_push_across_a_redirect(source, crawlbase):
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("status", [404, 410])
+@pytest.mark.usefixtures("live_webhook")
 def test_a_page_whose_address_now_leads_to_a_gone_page_leaves_search(
     source, crawlbase, status
 ):
@@ -381,6 +396,7 @@ def urls_found(query: str) -> list[str]:
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("live_webhook")
 def test_a_captcha_keeps_the_page_and_counts_a_failure(source, crawlbase):
     url = f"{SITE}/install/"
     crawlbase.site[url] = SitePage(body=edited_page("Run pip."))
@@ -707,6 +723,7 @@ def simulate(source: Source, *, days: int) -> dict[str, list]:
     return {"pages": [changelog, archive, daily[0]], "archive": archive_intervals}
 
 
+@pytest.mark.slow  # four months of a source's schedule, day by day
 @pytest.mark.django_db
 def test_adaptive_intervals_move_within_bounds_toward_each_pages_own_rate(source):
     # Checks a day for the whole source (the changelog alone could use 24): where

@@ -112,6 +112,7 @@ def outcome(check: PublishCheck, site: FakeSite) -> dict[str, Any]:
 
 
 @override_settings(**SITE_SETTINGS)
+@pytest.mark.slow  # each fetcher's check of two fake sites
 class SlicedCheckTests(TestCase):
     def twin_sites(self) -> tuple[FakeSite, FakeSite]:
         return self.enterContext(FakeSite()), self.enterContext(FakeSite())
@@ -172,6 +173,7 @@ class SlicedCheckTests(TestCase):
                 assert outcome(check, resumed) == expected
 
 
+@pytest.mark.slow  # three threads reading a slow site
 def test_copies_of_a_checks_job_at_once_record_each_file_once(
     transactional_db, settings
 ):
