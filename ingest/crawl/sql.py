@@ -1,26 +1,18 @@
-"""The built-in crawler's statements written by hand: crawl hosts and re-queued crawl
-URLs are written by one statement each, so that concurrent workers meet in ``ON
-CONFLICT`` rather than in a lost update. Composed from the models: table and column
-names from the models' ``_meta`` through ``psycopg.sql``, values always as
-parameters, every column an INSERT does not name left to its ``db_default``
-(tests/kbsite/test_raw_inserts.py), and a row of several values returned by name.
-Callers give values and never SQL.
+"""The built-in crawler's statements written by hand: crawl hosts and re-queued
+crawl URLs are written by one statement each, so that concurrent workers meet in
+``ON CONFLICT`` rather than in a lost update. Composed as ``kbsite.sqlrows`` says:
+from the models' names, with values as parameters; callers give values, never SQL.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
-from typing import TypeVar
 
 from django.db import connection
 
 from ingest.crawl.models import CrawlHost, CrawlUrl
 from kbsite.sqlrows import Insert
-
-T = TypeVar("T")
-
-# -- the built-in crawler -----------------------------------------------------------
 
 # A host met for the first time; its robots.txt and delay are not known yet.
 HOST_INSERT = Insert(

@@ -2,19 +2,16 @@
 
 The webhook stores each delivery and its job with one INSERT apiece: a repeated
 delivery meets ``ON CONFLICT`` rather than a failed INSERT, and the job's model save
-was a fifth of the web workers' CPU time under load. Composed from the models so
-that a model change breaks them in a test and not at run time: table and column
-names from the models' ``_meta`` through ``psycopg.sql``, values always as
-parameters, every column an INSERT does not name left to its ``db_default``
-(tests/kbsite/test_raw_inserts.py), and a row of several values returned by name.
-Callers give values and never SQL.
+was a fifth of the web workers' CPU time under load. Composed as ``kbsite.sqlrows``
+says: from the models' names, with values as parameters, every column an INSERT
+leaves out filled by its ``db_default`` (tests/kbsite/test_raw_inserts.py);
+callers give values, never SQL.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
 from datetime import datetime
-from typing import TypeVar
 
 from django.db import connection, connections
 from django_q.models import OrmQ
@@ -23,10 +20,6 @@ from psycopg.sql import SQL
 from ingest.delivery.models import Delivery
 from ingest.pushing.models import Push
 from kbsite.sqlrows import Insert, column, table
-
-T = TypeVar("T")
-
-# -- deliveries and their jobs ------------------------------------------------------
 
 # A delivery as it arrives; its counts, outcome and error start as the database's
 # defaults. A repeated rid inserts nothing and returns no row.

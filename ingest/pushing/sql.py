@@ -1,9 +1,7 @@
-"""The statement that queues pushes, written by hand: concurrent planners meet in ``ON
-CONFLICT`` rather than in a lost update. Composed from the models: table and column
-names from the models' ``_meta`` through ``psycopg.sql``, values always as
-parameters, every column an INSERT does not name left to its ``db_default``
-(tests/kbsite/test_raw_inserts.py), and a row of several values returned by name.
-Callers give values and never SQL.
+"""The statement that queues pushes, written by hand: concurrent planners meet in
+``ON CONFLICT`` rather than in a lost update. Composed as ``kbsite.sqlrows`` says:
+from the models' names, with values as parameters; a row of several values is
+returned by name. Callers give values, never SQL.
 """
 
 from __future__ import annotations
@@ -21,7 +19,6 @@ from sources.models import Page
 
 T = TypeVar("T")
 
-# -- pushes -------------------------------------------------------------------------
 
 # A push queued for each chosen page (its id and url, in the order given) unless
 # one is in flight (the condition of push_one_in_flight_per_page); the rest of the
