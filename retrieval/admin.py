@@ -31,6 +31,7 @@ from kbsite.admin_utils import (
 )
 from retrieval import asked
 from retrieval.answer import cited_count
+from retrieval.grouping import group_similarity
 from retrieval.models import (
     Chunk,
     Embedding,
@@ -199,6 +200,7 @@ class QueryLogAdmin(VisibleRowsAdmin, ReadOnlyAdmin):
             return days
         since = asked.period_start(days)
         floor = floor_in_force(serving()[1])
+        threshold = group_similarity(floor)
         if floor is not None:
             floor = round(floor, 2)  # as shown: a page shown at 0.44 is not under 0.44
         sections = [
@@ -212,7 +214,7 @@ class QueryLogAdmin(VisibleRowsAdmin, ReadOnlyAdmin):
             "days": days,
             "periods": asked.PERIODS,
             "sections": sections,
-            "threshold": f"{asked.GROUP_SIMILARITY:.2f}",
+            "threshold": f"{threshold:.2f}",
             "floor": floor,
             "doubtful_similarity": f"{asked.DOUBTFUL_SIMILARITY:.2f}",
             "doubtful_lead": f"{asked.DOUBTFUL_LEAD:.0%}",

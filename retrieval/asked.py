@@ -36,13 +36,14 @@ from retrieval.grouping import (
     GROUP_SIMILARITY,
     Asked,
     Group,
+    group_similarity,
     question_key,
     similar_groups,
 )
 from retrieval.models import QueryLog, QueryLogQuerySet, QuestionVector
 from retrieval.search import KEYWORD_WEIGHT, RRF_K, VECTOR_WEIGHT
 from retrieval.searchable import Searchable, searchable_chunks
-from retrieval.spaces import serving, usage_record
+from retrieval.spaces import floor_in_force, serving, usage_record
 from sources.models import Caller, Page, Source
 
 # The periods the page offers, in days; the first page shows DEFAULT_DAYS.
@@ -240,7 +241,8 @@ def question_groups(
     logs = concern_logs(user=user, concern=concern, since=since)
     if fill:
         question_vectors_fill(logs=logs, limit=fill)
-    space = serving()[0].space
+    embedder, serving_space = serving()
+    space = embedder.space
     distinct: dict[str, Asked] = {}
     asked = 0
     rows = (
@@ -261,13 +263,16 @@ def question_groups(
     questions = sorted(
         distinct.values(), key=lambda q: (-q.count, -q.latest.timestamp())
     )
+    # As alike as the serving model needs to say one request: its floor moves it.
+    threshold = group_similarity(floor_in_force(serving_space))
     return QuestionGroups(
         concern=concern,
-        groups=similar_groups(questions[:GROUPED_AT_MOST]),
+        groups=similar_groups(questions[:GROUPED_AT_MOST], threshold=threshold),
         asked=asked,
         distinct=len(questions),
         left_out=max(0, len(questions) - GROUPED_AT_MOST),
         waiting=logs.exclude(vector__space=space).count(),
+        threshold=threshold,
     )
 
 

@@ -16,9 +16,9 @@ from django.utils.html import format_html, format_html_join
 
 from kbsite.admin_utils import ago, short_path
 from retrieval.chunking import section_of
-from retrieval.grouping import question_key
+from retrieval.grouping import group_similarity, question_key
 from retrieval.models import Chunk, Pin, QueryLog
-from retrieval.pins import pin_create, pin_renew, pin_similarity
+from retrieval.pins import pin_create, pin_renew
 from retrieval.search import chunks_search
 from retrieval.searchable import SearchFilters
 from retrieval.spaces import floor_in_force, serving
@@ -254,8 +254,8 @@ def _group_questions(request: HttpRequest) -> list[str]:
 
 
 def _bar() -> float:
-    """The pin bar of the serving space (``retrieval.pins.pin_similarity``)."""
-    return pin_similarity(floor_in_force(serving()[1]))
+    """The pin bar of the serving space (``retrieval.grouping.group_similarity``)."""
+    return group_similarity(floor_in_force(serving()[1]))
 
 
 def _prose(markdown: str) -> str:

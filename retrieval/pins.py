@@ -3,10 +3,10 @@
 From a group on *Questions readers asked*, an editor finds the section that answers
 it and pins it (``pin_create``): the group's questions are kept with the pin, and
 a question asked later gets that section first, cited, when it is as near one of
-them as a question the group would take (``pin_similarity``). The pin holds the
-section as it was: when a recrawl changes or removes it, the pin stops answering
-and waits in the admin for an editor to look again (``pins_review``), rather than
-vouching for text nobody read.
+them as a question the group would take (``retrieval.grouping.group_similarity``).
+The pin holds the section as it was: when a recrawl changes or removes it, the pin
+stops answering and waits in the admin for an editor to look again
+(``pins_review``), rather than vouching for text nobody read.
 
 Who may pin what is the admin's rule (the editor sees the page's source); who is
 answered from a pin is search's: a pin answers only a search that may return its
@@ -25,27 +25,19 @@ from pgvector.django import CosineDistance
 
 from kbsite.models import TransactionNow
 from kbsite.text import count_tokens
-from retrieval.grouping import GROUP_SIMILARITY, question_key
+from retrieval.grouping import group_similarity, question_key
 from retrieval.models import Chunk, Pin, PinQuestion
 from retrieval.searchable import Searchable
 from retrieval.spaces import serving, usage_record
 from sources.models import Caller, Page
 
-# A question gets a pinned section when it is at least this similar to one of the
-# pin's questions, with the default model: the similarity from which the questions
-# page counts two questions as the same request (``retrieval.grouping``), so a pin
-# answers what its group would take in. Lower bars were tried on the question
+# A question gets a pinned section when it is as similar to one of the pin's
+# questions as the questions page needs to count two questions as the same request
+# (``retrieval.grouping.group_similarity``, which follows the space's floor), so a
+# pin answers what its group would take in. Lower bars were tried on the question
 # vectors of the BorgBackup set (docs/quality.md): at 0.55 the second phrasings of
 # 35% of the pinned questions reached their pin, and 15% of the other questions
 # reached a pin of another page; at 0.70, 12% and none.
-PIN_SIMILARITY = GROUP_SIMILARITY
-# Another model spreads its similarities otherwise: e5's crowd between 0.8 and 0.9
-# (its learned floor 0.86), where 0.70 would take nearly every question. In a space
-# with a floor the bar is as far from the floor toward 1 as PIN_SIMILARITY is from
-# the default model's floor (0.482 over four documentation sites): 42% of the way,
-# and never under PIN_SIMILARITY.
-DEFAULT_MODEL_FLOOR = 0.482
-PIN_SHARE = (PIN_SIMILARITY - DEFAULT_MODEL_FLOOR) / (1 - DEFAULT_MODEL_FLOOR)
 # Pinned questions read per search, nearest first: a question near several pins
 # takes the nearest whose section the search may return.
 PIN_CANDIDATES = 5
@@ -144,14 +136,6 @@ def pin_renew(pin: Pin) -> bool:
     return True
 
 
-def pin_similarity(floor: float | None) -> float:
-    """The similarity to a pinned question from which a question gets its section,
-    in a space with this floor (None: none learned, as with hashed words)."""
-    if floor is None:
-        return PIN_SIMILARITY
-    return round(max(PIN_SIMILARITY, floor + (1 - floor) * PIN_SHARE), 4)
-
-
 def pin_match(
     *,
     vector: Sequence[float],
@@ -160,7 +144,7 @@ def pin_match(
     floor: float | None = None,
 ) -> PinMatch | None:
     """The pinned section a question of this vector gets first, if any: that of
-    the nearest pinned question at least ``pin_similarity(floor)`` similar whose
+    the nearest pinned question at least ``group_similarity(floor)`` similar whose
     section the search may return."""
     rows = (
         PinQuestion.objects.filter(
@@ -169,7 +153,7 @@ def pin_match(
             vector__isnull=False,
         )
         .annotate(distance=CosineDistance("vector", list(vector)))
-        .filter(distance__lte=1 - pin_similarity(floor))
+        .filter(distance__lte=1 - group_similarity(floor))
         .order_by("distance")
         .values_list("pin_id", "text", "distance", "pin__page_id", "pin__chunk_hash",
                      "pin__created_at")[:PIN_CANDIDATES]

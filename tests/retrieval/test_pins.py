@@ -10,8 +10,9 @@ from django.contrib.auth.models import AnonymousUser, Group, Permission, User
 from django.test import override_settings
 from django.urls import reverse
 
+from retrieval.grouping import group_similarity
 from retrieval.models import Chunk, Pin, PinQuestion, QueryLog
-from retrieval.pins import pin_create, pin_similarity, pin_vectors_fill
+from retrieval.pins import pin_create, pin_vectors_fill
 from retrieval.questions import question_answer, search_run
 from retrieval.searchable import SearchFilters
 from retrieval.spaces import serving
@@ -294,8 +295,8 @@ class PinVectorsTests(PinWorld):
         (1.0, 1.0),
     ],
 )
-def test_the_pin_bar_follows_the_spaces_floor(floor, bar):
-    assert pin_similarity(floor) == pytest.approx(bar, abs=1e-4)
+def test_the_pin_and_grouping_bar_follows_the_spaces_floor(floor, bar):
+    assert group_similarity(floor) == pytest.approx(bar, abs=1e-4)
 
 
 class PinBarTests(PinWorld):

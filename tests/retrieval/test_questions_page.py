@@ -355,3 +355,28 @@ class WhoSeesWhichQuestionsTests(QuestionsWorld):
         listed = self.client.get(alice_logs).context["cl"].result_list
         assert [log.pk for log in listed] == [from_reader.log_id]
         assert str(from_bob.log_id) in carol_logs
+
+
+class GroupingBarTests(QuestionsWorld):
+    def test_the_grouping_bar_follows_the_serving_models_floor(self):
+        """A model whose similarities crowd high (a floor of 0.86, as e5's) needs
+        questions nearer each other to call them one request: at the default bar
+        nearly every question would be one group."""
+        for question in (BARMAN[0], BARMAN[2]):
+            assert self.ask(question).abstained, question
+        since = timezone.now() - timedelta(days=1)
+
+        def grouped(floor):
+            with override_settings(RELEVANCE_FLOOR=floor):
+                found = question_groups(
+                    user=self.editor, concern=Concern.UNANSWERED, since=since
+                )
+            return found.threshold, [g.count for g in found.groups]
+
+        assert grouped(None) == (0.70, [2])
+        assert grouped(0.482) == (0.70, [2])
+        assert grouped(0.86) == (0.9189, [1, 1])
+        self.client.force_login(self.editor)
+        with override_settings(RELEVANCE_FLOOR=0.86):
+            html = self.client.get(PAGE).content.decode()
+        assert "when that cosine similarity is at least 0.92." in html
