@@ -146,6 +146,10 @@ def read_body(
 ) -> Body:
     """The page text of a delivery body, whatever its compression and format."""
     fmt, text = decoded(raw, content_type, content_encoding, limit)
+    if fmt == BodyFormat.HTML and _says_no_format(content_type):
+        # Crawlbase sends its HTML as text/plain, and may send its Markdown so:
+        # read as HTML, Markdown came out with its headings escaped and no title.
+        fmt = BodyFormat.MARKDOWN if _looks_like_markdown(text) else fmt
     if fmt != BodyFormat.JSON:
         return Body(format=fmt, text=text, envelope={})
     envelope = json_envelope(text)
@@ -168,6 +172,11 @@ def decoded(
     if b"\0" in data:
         data = data.replace(b"\0", b"")
     return fmt, decode_text(data)
+
+
+def _says_no_format(content_type: str) -> bool:
+    """A type that names no markup: the body says which it is."""
+    return content_type.split(";")[0].strip().lower() in {"text/plain", ""}
 
 
 def _looks_like_markdown(text: str) -> bool:

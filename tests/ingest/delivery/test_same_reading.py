@@ -71,7 +71,10 @@ class SameReadingTests(IngestWorld):
                 mock.patch("ingest.reading.rules.EXTRACTOR_VERSION", "next")
             ),
             "a new reading version (an upgrade)": lambda: self.enterContext(
-                mock.patch("ingest.reading.content.READING_VERSION", 2)
+                mock.patch(
+                    "ingest.reading.content.READING_VERSION",
+                    content.READING_VERSION + 1,
+                )
             ),
             "a lower body limit": lambda: self.enterContext(
                 self.settings(WEBHOOK_MAX_BODY_BYTES=1_000_000)

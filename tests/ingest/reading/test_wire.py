@@ -370,3 +370,47 @@ def test_a_url_that_canonicalizes_past_the_length_limit_is_refused():
         parse(b"x", content_encoding="", url="https://x.example/" + "é" * 600)
 
     assert caught.value.code == "bad_url"
+
+
+MARKDOWN_PAGE = "# Install\n\nRun `pip install example`.\n"
+HTML_PAGE = "<!doctype html><html><body><h1>Install</h1></body></html>"
+
+
+@pytest.mark.parametrize(
+    ("content_type", "text", "read_as"),
+    [
+        # Crawlbase's HTML format comes as text/plain; its Markdown format's
+        # content type is not documented, and may be the same.
+        ("text/plain", HTML_PAGE, wire.BodyFormat.HTML),
+        ("text/plain", MARKDOWN_PAGE, wire.BodyFormat.MARKDOWN),
+        ("text/plain; charset=utf-8", MARKDOWN_PAGE, wire.BodyFormat.MARKDOWN),
+        ("TEXT/PLAIN", "  \n<div>Install</div>", wire.BodyFormat.HTML),
+        ("", MARKDOWN_PAGE, wire.BodyFormat.MARKDOWN),
+        ("", HTML_PAGE, wire.BodyFormat.HTML),
+        # A type that says which it is is taken at its word.
+        ("text/html", MARKDOWN_PAGE, wire.BodyFormat.HTML),
+        ("text/markdown", HTML_PAGE, wire.BodyFormat.MARKDOWN),
+        ("application/xhtml+xml", "Install", wire.BodyFormat.HTML),
+    ],
+)
+def test_a_body_whose_type_does_not_say_its_format_is_read_by_what_it_holds(
+    content_type, text, read_as
+):
+    body = wire.read_body(
+        raw=gzip.compress(text.encode()), content_type=content_type, limit=LIMIT
+    )
+
+    assert (body.format, body.text) == (read_as, text)
+
+
+def test_markdown_delivered_as_plain_text_keeps_its_title_and_headings():
+    from ingest.reading.content import content_derive
+
+    content = content_derive(
+        url="https://docs.example.com/install/", raw=MARKDOWN_PAGE.encode(),
+        content_type="text/plain", selector="", common=set(), patterns=[],
+        limit=LIMIT,
+    )  # fmt: skip
+
+    assert content.title == "Install"
+    assert content.markdown.startswith("# Install")
