@@ -180,7 +180,8 @@ def _says_no_format(content_type: str) -> bool:
 
 
 def _looks_like_markdown(text: str) -> bool:
-    head = text.lstrip()[:200].lower()
+    # A byte order mark may come before the first tag.
+    head = text.lstrip().lstrip("\ufeff").lstrip()[:200].lower()
     return not head.startswith(("<!doctype", "<html", "<head", "<body", "<"))
 
 

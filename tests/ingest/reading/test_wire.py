@@ -385,6 +385,7 @@ HTML_PAGE = "<!doctype html><html><body><h1>Install</h1></body></html>"
         ("text/plain", MARKDOWN_PAGE, wire.BodyFormat.MARKDOWN),
         ("text/plain; charset=utf-8", MARKDOWN_PAGE, wire.BodyFormat.MARKDOWN),
         ("TEXT/PLAIN", "  \n<div>Install</div>", wire.BodyFormat.HTML),
+        ("text/plain", "\ufeff" + HTML_PAGE, wire.BodyFormat.HTML),
         ("", MARKDOWN_PAGE, wire.BodyFormat.MARKDOWN),
         ("", HTML_PAGE, wire.BodyFormat.HTML),
         # A type that says which it is is taken at its word.
