@@ -138,9 +138,10 @@ def start_server(database: str, port: int, **env: str) -> subprocess.Popen:
     raise SystemExit("the server did not start")
 
 
-def start_cluster(workers: int = 2) -> subprocess.Popen:
-    """A real ``qcluster`` with this process's settings (database, embedding API)."""
-    env = dict(os.environ, Q_WORKERS=str(workers))
+def start_cluster(workers: int = 2, **extra: str) -> subprocess.Popen:
+    """A real ``qcluster`` with this process's settings (database, embedding API),
+    and ``extra`` environment variables of its own."""
+    env = dict(os.environ, Q_WORKERS=str(workers), **extra)
     return subprocess.Popen(
         [sys.executable, "manage.py", "qcluster"],
         cwd=ROOT,

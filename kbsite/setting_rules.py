@@ -20,6 +20,13 @@ def body_limits_enforce(*, crawl: int, webhook: int) -> None:
         )
 
 
+def threads_per_worker(*, cores: int, workers: int) -> int:
+    """The machine's cores shared among the job cluster's workers, at least one
+    each: a model computing on a thread per core in every worker runs ``workers``
+    times as many threads as there are cores, and each waits on the others."""
+    return max(1, cores // workers)
+
+
 def openai_key_enforce(
     *, api_key: str, embedding_backend: str, chat_model: str
 ) -> None:

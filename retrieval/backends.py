@@ -161,6 +161,7 @@ class LocalEmbedder:
     def __init__(self, model: str, dimensions: int, max_input_tokens: int = 0) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         try:
+            import torch
             from sentence_transformers import SentenceTransformer
         except ImportError:
             raise ImproperlyConfigured(
@@ -172,6 +173,8 @@ class LocalEmbedder:
         self.max_input_tokens = local_window(model, max_input_tokens)
         self.space = space_name("local", model, dimensions, self.max_input_tokens)
         self.encoder = SentenceTransformer(_local_model_path(model), device="cpu")
+        # For the whole process: its other models and questions share the cores too.
+        torch.set_num_threads(settings.EMBEDDING_THREADS)
         size = self.encoder.get_embedding_dimension()
         if size != dimensions:
             raise ImproperlyConfigured(

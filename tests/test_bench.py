@@ -266,6 +266,16 @@ def test_loop_pins_half_the_questions_and_asks_their_second_phrasings(bench):
     assert "pins left after the run: 0" in out
 
 
+@pytest.mark.slow
+@pytest.mark.bench
+def test_embedding_compares_the_workers_with_one_plain_call_of_the_model(bench):
+    local_model_require()  # it measures the local model
+    out = run(bench, "bench.embedding", "--limit", "3")
+
+    for name in ("worker, end to end", "product embedder", "plain encode"):
+        assert f"{name}" in out and "of the plain call" in out, name
+
+
 # A question in a reader's word the made-up site never uses (its retries page says
 # "dead letter"), with its second phrasing: first among those with one, so that
 # the loop asks it and the words part has a word to suggest.

@@ -17,6 +17,7 @@ from kbsite.env import (
     env_rate,
     env_secret,
 )
+from kbsite.setting_rules import threads_per_worker
 from retrieval.embeddings import build_embedder
 from sources.models import Source
 from tests.conftest import ROOT, subprocess_env
@@ -220,6 +221,14 @@ def test_whole_numbers_are_checked_for_form_and_range(monkeypatch):
 
     monkeypatch.setenv("PORT", "8080")
     assert env_int("PORT", 8000, minimum=1, maximum=65535) == 8080
+
+
+@pytest.mark.parametrize(
+    ("cores", "workers", "threads"),
+    [(2, 2, 1), (2, 1, 2), (8, 2, 4), (2, 4, 1), (1, 1, 1), (3, 2, 1)],
+)
+def test_the_local_model_shares_the_cores_among_the_workers(cores, workers, threads):
+    assert threads_per_worker(cores=cores, workers=workers) == threads
 
 
 def test_unset_variables_take_their_defaults(monkeypatch):

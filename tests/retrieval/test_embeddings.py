@@ -132,6 +132,21 @@ def test_the_local_backend_loads_its_model_offline_and_understands_meaning():
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("threads", [1, 2])
+def test_the_local_model_computes_with_the_threads_the_settings_give(threads):
+    local_model_require()
+    import torch
+
+    before = torch.get_num_threads()
+    try:
+        with override_settings(EMBEDDING_THREADS=threads):
+            build_embedder("local", "all-MiniLM-L6-v2", 384)
+        assert torch.get_num_threads() == threads
+    finally:
+        torch.set_num_threads(before)
+
+
+@pytest.mark.slow
 def test_the_local_backend_draws_no_progress_bar_when_logging_at_info(capfd):
     # The web server logs at INFO: a bar there would be a line per question.
     local_model_require()

@@ -1,0 +1,143 @@
+"""The local model in the worker against the same model in one plain call.
+
+Delivers the first pages of the PostgreSQL manual to a real ``qcluster`` (the
+product's path: webhook service, delivery jobs, embedding in the workers) with the
+local model, and measures, in one run on the same machine:
+
+- the worker: chunk texts (windows) embedded and their tokens, from the embedding
+  usage the product records, over the time from the first delivery to the last job
+  done; this is end to end, reading and storing included;
+- the product's embedder in this process, with a thread per core: the same windows,
+  in the batches a delivery sends them (``retrieval.indexing``);
+- one plain ``SentenceTransformer.encode`` call over the same windows (batch 32,
+  normalized), the model's own speed here, with a thread per core (the cluster
+  stopped, this process is alone).
+
+The windows are those the index embedded: each page's chunk texts as ingest makes
+them, once each, cut into the windows the model reads. Prints texts/s and tokens/s
+of each, and the ratios to the plain call. ``--embedding-threads`` gives the
+workers another ``EMBEDDING_THREADS`` than the product's default, to compare.
+
+    .venv/bin/python -m bench.embedding [--limit 100] [--workers 2]
+                                        [--embedding-threads N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+from bench.common import deliver_all, django_fresh, start_cluster, stop_cluster
+from bench.corpus import BASE_URL, pages
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--limit", type=int, default=100, help="pages delivered")
+    parser.add_argument("--workers", type=int, default=2, help="cluster workers")
+    parser.add_argument(
+        "--embedding-threads",
+        type=int,
+        default=0,
+        help="EMBEDDING_THREADS of the cluster's processes (default: the product's)",
+    )
+    args = parser.parse_args()
+
+    corpus = [(url, html, 200) for url, html in pages()[: args.limit]]
+    django_fresh(EMBEDDING_BACKEND="local")
+    import torch
+
+    from retrieval.spaces import serving_embedder
+    from sources.models import Source
+
+    Source.objects.create(name="PostgreSQL 15 manual", seed_urls=BASE_URL)
+    threads = args.embedding_threads
+    chosen = {"EMBEDDING_THREADS": str(threads)} if threads else {}
+    cluster = start_cluster(workers=args.workers, **chosen)
+    try:
+        worker = deliver_all("first", corpus)
+    finally:
+        stop_cluster(cluster)
+    windows, batches = _windows_embedded()
+    # The model's own speed here is with every core: this process is alone now.
+    serving_embedder()  # loads the model, which sets its threads from the settings
+    torch.set_num_threads(os.cpu_count() or 1)
+    worker_texts = _texts_embedded()
+    print(
+        f"corpus: {len(corpus)} pages, {len(windows):,} windows of chunk texts "
+        f"({worker_texts:,} embedded by the workers), {worker.tokens:,} tokens; "
+        f"{args.workers} workers computing with {threads or 'the default'} "
+        f"threads each; here, alone, {torch.get_num_threads()}"
+    )
+    rates = {"worker, end to end": (worker_texts, worker.tokens, worker.seconds)}
+    rates["product embedder, one process"] = _timed_batches(batches, worker.tokens)
+    rates["plain encode, one call"] = _timed_plain(windows, worker.tokens)
+    plain_texts_per_second = _per_second(rates["plain encode, one call"])[0]
+    for name, measured in rates.items():
+        texts_s, tokens_s = _per_second(measured)
+        print(
+            f"{name:>30}: {measured[0]:,} texts in {measured[2]:.1f} s = "
+            f"{texts_s:.1f} texts/s, {tokens_s:,.0f} tokens/s; "
+            f"{texts_s / plain_texts_per_second:.2f} of the plain call"
+        )
+
+
+def _windows_embedded() -> tuple[list[str], list[list[str]]]:
+    """The windows the index embedded for the pages now live, each text once, as a
+    flat list and in the batches ``embeddings_ensure`` sends."""
+    from retrieval.chunking import chunk_markdown, embed_texts
+    from retrieval.indexing import _batches
+    from retrieval.spaces import serving_embedder
+    from sources.models import Page
+
+    embedder = serving_embedder()
+    texts: dict[str, str] = {}
+    for page in Page.objects.filter(status=Page.Status.LIVE).order_by("pk"):
+        texts.update(embed_texts(chunk_markdown(page.markdown, title=page.title)))
+    batches = [
+        [window for _, windows, _ in batch for window in windows]
+        for batch in _batches(sorted(texts), texts, embedder)
+    ]
+    return [window for batch in batches for window in batch], batches
+
+
+def _texts_embedded() -> int:
+    from django.db.models import Sum
+
+    from retrieval.models import EmbeddingUsage
+
+    return EmbeddingUsage.objects.aggregate(n=Sum("inputs"))["n"] or 0
+
+
+def _timed_batches(batches: list[list[str]], tokens: int) -> tuple[int, int, float]:
+    from retrieval.spaces import serving_embedder
+
+    embedder = serving_embedder()
+    embedder.embed(["warm the model up"])
+    started = time.perf_counter()
+    for batch in batches:
+        embedder.embed(batch)
+    return sum(len(b) for b in batches), tokens, time.perf_counter() - started
+
+
+def _timed_plain(windows: list[str], tokens: int) -> tuple[int, int, float]:
+    """One ``encode`` call of the product's own sentence-transformers model."""
+    from retrieval.spaces import serving_embedder
+
+    model = serving_embedder().encoder  # type: ignore[attr-defined]
+    model.encode(["warm the model up"])
+    started = time.perf_counter()
+    model.encode(
+        windows, batch_size=32, normalize_embeddings=True, show_progress_bar=False
+    )
+    return len(windows), tokens, time.perf_counter() - started
+
+
+def _per_second(measured: tuple[int, int, float]) -> tuple[float, float]:
+    texts, tokens, seconds = measured
+    return texts / seconds, tokens / seconds
+
+
+if __name__ == "__main__":
+    main()
