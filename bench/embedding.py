@@ -10,8 +10,8 @@ local model, and measures, in one run on the same machine:
 - the product's embedder in this process, with a thread per core: the same windows,
   in the batches a delivery sends them (``retrieval.indexing``);
 - one plain ``SentenceTransformer.encode`` call over the same windows (batch 32,
-  normalized), the model's own speed here, with a thread per core (the cluster
-  stopped, this process is alone).
+  normalized), the model's own speed here, with a thread per core (this process
+  is no job worker, and the cluster has stopped).
 
 The windows are those the index embedded: each page's chunk texts as ingest makes
 them, once each, cut into the windows the model reads. Prints texts/s and tokens/s
@@ -25,7 +25,6 @@ workers another ``EMBEDDING_THREADS`` than the product's default, to compare.
 from __future__ import annotations
 
 import argparse
-import os
 import time
 
 from bench.common import deliver_all, django_fresh, start_cluster, stop_cluster
@@ -48,7 +47,6 @@ def main() -> None:
     django_fresh(EMBEDDING_BACKEND="local")
     import torch
 
-    from retrieval.spaces import serving_embedder
     from sources.models import Source
 
     Source.objects.create(name="PostgreSQL 15 manual", seed_urls=BASE_URL)
@@ -60,9 +58,6 @@ def main() -> None:
     finally:
         stop_cluster(cluster)
     windows, batches = _windows_embedded()
-    # The model's own speed here is with every core: this process is alone now.
-    serving_embedder()  # loads the model, which sets its threads from the settings
-    torch.set_num_threads(os.cpu_count() or 1)
     worker_texts = _texts_embedded()
     print(
         f"corpus: {len(corpus)} pages, {len(windows):,} windows of chunk texts "

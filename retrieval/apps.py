@@ -5,6 +5,7 @@ from django.db.backends.signals import connection_created
 from django.db.models.signals import post_migrate
 
 from kbsite.schedules import schedules_ensure
+from kbsite.schema import schema_current
 
 SCHEDULES = {
     "retrieval: refresh index statistics": (
@@ -24,22 +25,14 @@ SCHEDULES = {
 }
 
 
-def _fully_migrated(using: str) -> bool:
-    """Whether every migration of this app is applied (not so after migrating
-    back to an older one: then the models are ahead of the tables)."""
-    from django.db import connections
-    from django.db.migrations.executor import MigrationExecutor
-
-    executor = MigrationExecutor(connections[using])
-    return not executor.migration_plan(executor.loader.graph.leaf_nodes("retrieval"))
-
-
 def _ensure_active_index(sender: AppConfig, using: str = "default", **kwargs) -> None:
     """The configured space is registered (serving, if it is the first) with its
     index, and the serving space keeps its index; the word counts and the floor
     are refreshed when the index changed, and periodic jobs keep them so and
     embed readers' questions."""
-    if not _fully_migrated(using):
+    # Not after migrating back to an older migration of this app: the models are
+    # ahead of the tables then.
+    if not schema_current(using, app="retrieval"):
         return
     from retrieval.spaces import (
         configured_space_register,
@@ -56,12 +49,26 @@ def _ensure_active_index(sender: AppConfig, using: str = "default", **kwargs) ->
     index_statistics_refresh()
 
 
+def _worker_spawned(sender: object, **kwargs: object) -> None:
+    """A job worker computes beside the cluster's other workers: the local model
+    takes its share of the cores (EMBEDDING_THREADS), not a thread for each."""
+    from django.conf import settings
+
+    from retrieval.backends import threads_limit
+
+    threads_limit(settings.EMBEDDING_THREADS)
+
+
 class RetrievalConfig(AppConfig):
     name = "retrieval"
     verbose_name = "Search index"
 
     def ready(self) -> None:
+        from django_q.signals import post_spawn  # imports models: not before now
+
         from retrieval.search import search_breadth_set
 
         post_migrate.connect(_ensure_active_index, sender=self)
         connection_created.connect(search_breadth_set)
+        # Each worker process django-q2 starts.
+        post_spawn.connect(_worker_spawned, dispatch_uid="retrieval.worker_spawned")

@@ -8,6 +8,7 @@ import hashlib
 import json
 import math
 import os
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -147,6 +148,22 @@ class OpenAIEmbedder:
         return vectors_checked([item.embedding for item in ordered], len(texts), self)
 
 
+# The threads this process's local model computes with, when limited (a job worker
+# beside the cluster's others, ``threads_limit``); None: torch's own, a thread per
+# core, right for a process that has the machine to itself.
+_threads: int | None = None
+
+
+def threads_limit(count: int) -> None:
+    """This process computes with ``count`` threads: at once if torch is loaded,
+    else when the local model loads."""
+    global _threads
+    _threads = count
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(count)
+
+
 class LocalEmbedder:
     """A sentence-transformers model on this machine's CPU, never fetched from a hub.
 
@@ -173,8 +190,8 @@ class LocalEmbedder:
         self.max_input_tokens = local_window(model, max_input_tokens)
         self.space = space_name("local", model, dimensions, self.max_input_tokens)
         self.encoder = SentenceTransformer(_local_model_path(model), device="cpu")
-        # For the whole process: its other models and questions share the cores too.
-        torch.set_num_threads(settings.EMBEDDING_THREADS)
+        if _threads:
+            torch.set_num_threads(_threads)
         size = self.encoder.get_embedding_dimension()
         if size != dimensions:
             raise ImproperlyConfigured(

@@ -132,18 +132,33 @@ def test_the_local_backend_loads_its_model_offline_and_understands_meaning():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("threads", [1, 2])
-def test_the_local_model_computes_with_the_threads_the_settings_give(threads):
+@pytest.mark.django_db  # a worker's start resumes its crawls too
+@pytest.mark.parametrize(
+    ("in_a_worker", "threads"), [(True, 1), (True, 3), (False, None)]
+)
+def test_a_job_worker_computes_with_its_share_of_the_cores(
+    in_a_worker, threads, monkeypatch
+):
+    """A worker process django-q2 starts takes EMBEDDING_THREADS for the local
+    model, at once or when the model loads; a process that has the machine to
+    itself (a command, the web server) keeps torch's thread per core."""
     local_model_require()
     import torch
+    from django_q.signals import post_spawn
 
-    before = torch.get_num_threads()
+    from retrieval import backends
+
+    monkeypatch.setattr(backends, "_threads", None)
+    own = torch.get_num_threads()
     try:
-        with override_settings(EMBEDDING_THREADS=threads):
+        with override_settings(EMBEDDING_THREADS=threads or 1):
+            if in_a_worker:
+                post_spawn.send(sender="django_q", proc_name="Process-1")
+            torch.set_num_threads(own)  # as a process starts, the model unloaded
             build_embedder("local", "all-MiniLM-L6-v2", 384)
-        assert torch.get_num_threads() == threads
+        assert torch.get_num_threads() == (threads or own)
     finally:
-        torch.set_num_threads(before)
+        torch.set_num_threads(own)
 
 
 @pytest.mark.slow
