@@ -388,7 +388,8 @@ Q_CLUSTER = q_cluster(
 # Threads the local embedding model computes with in each job worker (torch's): by
 # default the cores shared among the cluster's workers. Torch's own default, a
 # thread per core in every process, ran the workers' embedding at half the model's
-# speed on two cores (bench.embedding: 0.51 of one plain call; 0.85 and 0.92 with one each).
+# speed on two cores (bench.embedding: 0.51 of one plain call; 0.85 and 0.92 with
+# one thread each).
 EMBEDDING_THREADS = env_int(
     "EMBEDDING_THREADS",
     threads_per_worker(cores=os.cpu_count() or 1, workers=Q_WORKERS),
