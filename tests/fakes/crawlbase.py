@@ -2,7 +2,7 @@
 
 It POSTs real deliveries over a real socket: gzip bodies, the header names Crawlbase
 uses (``rid``, ``url``, ``Original-Status``, ``PC-Status``), the three body formats,
-redelivery on any answer but 2xx, and the monitoring probe.
+redelivery on any answer but 2xx (or none: a connection reset), and the monitoring probe.
 """
 
 from __future__ import annotations
@@ -70,7 +70,12 @@ class FakeCrawler:
         headers.update(extra_headers or {})
         answer = Answer(0, {}, 0)
         while answer.attempts < self.max_attempts:
-            status, reply = self.post(gzip.compress(raw), headers)
+            try:
+                status, reply = self.post(gzip.compress(raw), headers)
+            except ConnectionError:
+                # The connection was refused or reset before an answer (a listen
+                # queue full under a burst): a failed delivery, sent again.
+                status, reply = 0, {}
             answer = Answer(status, reply, answer.attempts + 1)
             if 200 <= status < 300:
                 break
