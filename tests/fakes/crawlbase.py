@@ -2,7 +2,8 @@
 
 It POSTs real deliveries over a real socket: gzip bodies, the header names Crawlbase
 uses (``rid``, ``url``, ``Original-Status``, ``PC-Status``), the three body formats,
-redelivery on any answer but 2xx (or none: a connection reset), and the monitoring probe.
+redelivery on any answer but 2xx (or none: a connection reset), and the monitoring
+probe.
 """
 
 from __future__ import annotations
