@@ -57,17 +57,21 @@ def main() -> None:
         worker = deliver_all("first", corpus)
     finally:
         stop_cluster(cluster)
-    windows, batches = _windows_embedded()
+    from retrieval.spaces import serving_embedder
+
+    embedder = serving_embedder()
+    windows, batches, tokens = _windows_embedded(embedder)
     worker_texts = _texts_embedded()
     print(
-        f"corpus: {len(corpus)} pages, {len(windows):,} windows of chunk texts "
-        f"({worker_texts:,} embedded by the workers), {worker.tokens:,} tokens; "
+        f"corpus: {len(corpus)} pages, {len(windows):,} windows of chunk texts, "
+        f"{tokens:,} tokens ({worker_texts:,} and {worker.tokens:,} embedded by the "
+        "workers); "
         f"{args.workers} workers computing with {threads or 'the default'} "
         f"threads each; here, alone, {torch.get_num_threads()}"
     )
     rates = {"worker, end to end": (worker_texts, worker.tokens, worker.seconds)}
-    rates["product embedder, one process"] = _timed_batches(batches, worker.tokens)
-    rates["plain encode, one call"] = _timed_plain(windows, worker.tokens)
+    rates["product embedder, one process"] = _timed_batches(embedder, batches, tokens)
+    rates["plain encode, one call"] = _timed_plain(embedder, windows, tokens)
     plain_texts_per_second = _per_second(rates["plain encode, one call"])[0]
     for name, measured in rates.items():
         texts_s, tokens_s = _per_second(measured)
@@ -78,23 +82,22 @@ def main() -> None:
         )
 
 
-def _windows_embedded() -> tuple[list[str], list[list[str]]]:
+def _windows_embedded(embedder) -> tuple[list[str], list[list[str]], int]:
     """The windows the index embedded for the pages now live, each text once, as a
-    flat list and in the batches ``embeddings_ensure`` sends."""
+    flat list and in the batches ``embeddings_ensure`` sends, and their tokens."""
     from retrieval.chunking import chunk_markdown, embed_texts
     from retrieval.indexing import _batches
-    from retrieval.spaces import serving_embedder
     from sources.models import Page
 
-    embedder = serving_embedder()
     texts: dict[str, str] = {}
     for page in Page.objects.filter(status=Page.Status.LIVE).order_by("pk"):
         texts.update(embed_texts(chunk_markdown(page.markdown, title=page.title)))
+    sent = list(_batches(sorted(texts), texts, embedder))
     batches = [
-        [window for _, windows, _ in batch for window in windows]
-        for batch in _batches(sorted(texts), texts, embedder)
+        [window for _, windows, _ in batch for window in windows] for batch in sent
     ]
-    return [window for batch in batches for window in batch], batches
+    tokens = sum(sum(counts) for batch in sent for _, _, counts in batch)
+    return [window for batch in batches for window in batch], batches, tokens
 
 
 def _texts_embedded() -> int:
@@ -105,10 +108,9 @@ def _texts_embedded() -> int:
     return EmbeddingUsage.objects.aggregate(n=Sum("inputs"))["n"] or 0
 
 
-def _timed_batches(batches: list[list[str]], tokens: int) -> tuple[int, int, float]:
-    from retrieval.spaces import serving_embedder
-
-    embedder = serving_embedder()
+def _timed_batches(
+    embedder, batches: list[list[str]], tokens: int
+) -> tuple[int, int, float]:
     embedder.embed(["warm the model up"])
     started = time.perf_counter()
     for batch in batches:
@@ -116,11 +118,9 @@ def _timed_batches(batches: list[list[str]], tokens: int) -> tuple[int, int, flo
     return sum(len(b) for b in batches), tokens, time.perf_counter() - started
 
 
-def _timed_plain(windows: list[str], tokens: int) -> tuple[int, int, float]:
+def _timed_plain(embedder, windows: list[str], tokens: int) -> tuple[int, int, float]:
     """One ``encode`` call of the product's own sentence-transformers model."""
-    from retrieval.spaces import serving_embedder
-
-    model = serving_embedder().encoder  # type: ignore[attr-defined]
+    model = embedder.encoder
     model.encode(["warm the model up"])
     started = time.perf_counter()
     model.encode(
