@@ -12,6 +12,8 @@ local model, and measures, in one run on the same machine:
 - one plain ``SentenceTransformer.encode`` call over the same windows (batch 32,
   normalized), the model's own speed here, with a thread per core (this process
   is no job worker, and the cluster has stopped).
+- the product's embedder with the model's weights in 8 bits
+  (EMBEDDING_LOCAL_INT8), in the same batches.
 
 The windows are those the index embedded: each page's chunk texts as ingest makes
 them, once each, cut into the windows the model reads. Prints texts/s and tokens/s
@@ -72,6 +74,9 @@ def main() -> None:
     rates = {"worker, end to end": (worker_texts, worker.tokens, worker.seconds)}
     rates["product embedder, one process"] = _timed_batches(embedder, batches, tokens)
     rates["plain encode, one call"] = _timed_plain(embedder, windows, tokens)
+    rates["product embedder, int8"] = _timed_batches(
+        _int8_twin(embedder), batches, tokens
+    )
     plain_texts_per_second = _per_second(rates["plain encode, one call"])[0]
     for name, measured in rates.items():
         texts_s, tokens_s = _per_second(measured)
@@ -127,6 +132,19 @@ def _timed_plain(embedder, windows: list[str], tokens: int) -> tuple[int, int, f
         windows, batch_size=32, normalize_embeddings=True, show_progress_bar=False
     )
     return len(windows), tokens, time.perf_counter() - started
+
+
+def _int8_twin(embedder):
+    """The same local model with its linear layers' weights in 8 bits
+    (EMBEDDING_LOCAL_INT8)."""
+    from retrieval.backends import LocalEmbedder
+    from retrieval.embedder import model_marked
+
+    return LocalEmbedder(
+        model_marked("local", embedder.model, True),
+        embedder.dimensions,
+        embedder.max_input_tokens,
+    )
 
 
 def _per_second(measured: tuple[int, int, float]) -> tuple[float, float]:

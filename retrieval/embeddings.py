@@ -19,18 +19,31 @@ from retrieval.backends import (
     OpenAIEmbedder,
     local_window,
 )
-from retrieval.embedder import Embedder, space_name
+from retrieval.embedder import Embedder, model_marked, model_unmarked, space_name
 
 
-def configured_space_name(
-    backend: str, model: str, dimensions: int, max_input_tokens: int
-) -> str:
-    """The space an embedder of these settings fills, without loading its model.
+def configured_model() -> str:
+    """EMBEDDING_MODEL, marked as the settings make its vectors other
+    (EMBEDDING_INPUT_TYPES, EMBEDDING_LOCAL_INT8)."""
+    backend = settings.EMBEDDING_BACKEND
+    marked = {
+        "openai": settings.EMBEDDING_INPUT_TYPES,
+        "local": settings.EMBEDDING_LOCAL_INT8,
+    }.get(backend, False)
+    return model_marked(backend, settings.EMBEDDING_MODEL, marked)
+
+
+def configured_space_name() -> str:
+    """The space the configured embedder fills, named without loading its model.
     A local model's window is always part of the name: it was not always windowed,
     and vectors of windows must not mix with vectors of cut-off texts."""
+    backend, model = settings.EMBEDDING_BACKEND, configured_model()
+    max_input_tokens = settings.EMBEDDING_MAX_INPUT_TOKENS
     if backend == "local":
-        max_input_tokens = local_window(model, max_input_tokens)
-    return space_name(backend, model, dimensions, max_input_tokens)
+        max_input_tokens = local_window(
+            model_unmarked(backend, model)[0], max_input_tokens
+        )
+    return space_name(backend, model, settings.EMBEDDING_DIMENSIONS, max_input_tokens)
 
 
 BACKENDS: dict[str, Callable[[str, int, int], Embedder]] = {
@@ -71,7 +84,7 @@ def get_embedder() -> Embedder:
     """The embedder configured by the settings (one instance per process)."""
     return cached_embedder(
         settings.EMBEDDING_BACKEND,
-        settings.EMBEDDING_MODEL,
+        configured_model(),
         settings.EMBEDDING_DIMENSIONS,
         settings.EMBEDDING_MAX_INPUT_TOKENS,
     )

@@ -107,13 +107,9 @@ def space_register(*, name: str, dimensions: int) -> EmbeddingSpace:
 
 def configured_space_register() -> EmbeddingSpace:
     """Register the space the settings name (without loading its model)."""
-    name = configured_space_name(
-        settings.EMBEDDING_BACKEND,
-        settings.EMBEDDING_MODEL,
-        settings.EMBEDDING_DIMENSIONS,
-        settings.EMBEDDING_MAX_INPUT_TOKENS,
+    return space_register(
+        name=configured_space_name(), dimensions=settings.EMBEDDING_DIMENSIONS
     )
-    return space_register(name=name, dimensions=settings.EMBEDDING_DIMENSIONS)
 
 
 def embedder_register(embedder: Embedder) -> EmbeddingSpace:
