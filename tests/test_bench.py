@@ -272,8 +272,24 @@ def test_embedding_compares_the_workers_with_one_plain_call_of_the_model(bench):
     local_model_require()  # it measures the local model
     out = run(bench, "bench.embedding", "--limit", "3")
 
-    for name in ("worker, end to end", "product embedder", "plain encode"):
+    for name in (
+        "worker, end to end",
+        "product embedder, one process",
+        "plain encode",
+        "product embedder, int8",
+    ):
         assert f"{name}" in out and "of the plain call" in out, name
+
+
+@pytest.mark.slow
+@pytest.mark.bench
+def test_crawl_with_the_local_model_says_when_a_first_page_was_searchable(bench):
+    local_model_require()
+    root = bench.data / POSTGRESQL.package / POSTGRESQL.html_dir
+    out = run(bench, "bench.crawl", "--root", str(root), "--local")
+
+    assert "fidelity: 11 of 11 pages" in out
+    assert re.search(r"a first page searchable at \d+\.\d s, every page at", out)
 
 
 # A question in a reader's word the made-up site never uses (its retries page says
