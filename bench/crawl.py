@@ -228,8 +228,13 @@ def fidelity(root: Path, base: str) -> None:
     every code block of the original page's main content."""
     from selectolax.lexbor import LexborHTMLParser
 
-    from ingest.reading.extract import CHROME, DEFAULT_SELECTORS, PERMALINK_TEXTS
-    from kbsite.text import fenced
+    from ingest.reading.extract import (
+        ADMONITION_TITLES,
+        CHROME,
+        DEFAULT_SELECTORS,
+        PERMALINK_TEXTS,
+    )
+    from kbsite.text import fenced, heading_id
     from sources.models import Page
 
     kept = headings_lost = code_lost = total = 0
@@ -243,12 +248,16 @@ def fidelity(root: Path, base: str) -> None:
         main = next(filter(None, (tree.css_first(s) for s in DEFAULT_SELECTORS)))
         for node in main.css(CHROME):
             node.decompose()
+        # An aside's "Note" or "Warning" is a bold line of its box, not a section.
+        for title in main.css(ADMONITION_TITLES):
+            title.decompose()
         for anchor in main.css("a"):
             if anchor.text(strip=True) in PERMALINK_TEXTS:
                 anchor.decompose()
-        # Headings inside list items are indented; lines of code are not headings.
+        # Headings inside list items are indented; lines of code are not headings;
+        # a heading's {#id} is for links.
         heading_lines = {
-            _plain(line.lstrip().lstrip("#"))
+            _plain(heading_id(line.lstrip().lstrip("#"))[0])
             for line, code in fenced(markdown.splitlines())
             if line.lstrip().startswith("#") and not code
         }

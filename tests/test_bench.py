@@ -59,14 +59,16 @@ class Bench:
 
 
 def page_html(markdown: str) -> str:
-    """A Harbor page as a generator writes one: headings, paragraphs and inline
-    code inside ``<main>``, navigation around it."""
+    """A Harbor page as a generator writes one: headings with ids to link to,
+    paragraphs and inline code inside ``<main>``, navigation around it."""
     blocks = []
     for block in markdown.strip().split("\n\n"):
         text = CODE.sub(r"<code>\1</code>", html.escape(" ".join(block.split())))
         if block.startswith("#"):
             level = len(block) - len(block.lstrip("#"))
-            blocks.append(f"<h{level}>{text.lstrip('# ')}</h{level}>")
+            heading = text.lstrip("# ")
+            slug = "-".join(re.findall(r"[a-z0-9]+", heading.lower()))
+            blocks.append(f'<h{level} id="{slug}">{heading}</h{level}>')
         else:
             blocks.append(f"<p>{text}</p>")
     title = re.sub(r"<[^>]+>", "", blocks[0])
