@@ -51,6 +51,8 @@ class Run:
     latencies: list[float] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    sent: int = 0  # the warm-up's deliveries included
+    web_cpu: float | None = None  # the web processes' CPU seconds while it ran
 
     def p(self, quantile: float) -> float:
         ordered = sorted(self.latencies)
@@ -122,6 +124,8 @@ def measure(
                 return
             page_url, body = corpus[number % len(corpus)]
             rid = f"bench-{run_id}-{number}"
+            with lock:
+                run.sent += 1
             try:
                 latency = send(url, token, rid, page_url, body)
             except Exception as exc:  # counted and reported, the run goes on
@@ -154,6 +158,11 @@ def report(label: str, run: Run, args: argparse.Namespace, mean_body: float) -> 
         f"mean {statistics.mean(run.latencies) * 1000:.1f} ms; mean body "
         f"{mean_body / 1024:.1f} KiB gzip"
     )
+    if run.web_cpu is not None and run.sent:
+        print(
+            f"  the web processes' CPU: {run.web_cpu / run.sent * 1000:.2f} ms per "
+            f"delivery ({run.sent} sent, the warm-up's included)"
+        )
 
 
 def main() -> None:
@@ -183,8 +192,10 @@ def main() -> None:
         return
     server = start_server(args.port, args.web_workers)
     try:
+        web_before = _web_cpu_seconds(server)
         run = measure(f"http://127.0.0.1:{args.port}", TOKEN, corpus, label="idle",
                       **options)  # fmt: skip
+        run.web_cpu = _web_cpu_seconds(server) - web_before
     finally:
         stop_server(server)
     report("idle", run, args, mean_body)
@@ -225,9 +236,11 @@ def measure_under_ingest(
             while crawled() < min(INGEST_WARM_UP, len(ids)):
                 time.sleep(0.2)
             cpu_before, done_before = _cluster_cpu_seconds(server), crawled()
+            web_before = _web_cpu_seconds(server)
             run = measure(f"http://127.0.0.1:{args.port}", TOKEN, corpus,
                           label="ingest", deliveries=args.deliveries,
                           senders=args.senders)  # fmt: skip
+            run.web_cpu = _web_cpu_seconds(server) - web_before
             cpu = _cluster_cpu_seconds(server) - cpu_before
             done = crawled() - done_before
         finally:
@@ -244,13 +257,29 @@ def measure_under_ingest(
 def _cluster_cpu_seconds(server: subprocess.Popen) -> float:
     """CPU time of the worker cluster so far, workers it has replaced included (a
     parent's children times hold the children it has waited for)."""
+    return _cpu_seconds(server, cluster=True)
+
+
+def _web_cpu_seconds(server: subprocess.Popen) -> float:
+    """CPU time of the web server's processes so far (``serve`` and the web
+    processes it started; not its worker cluster)."""
+    return _cpu_seconds(server, cluster=False)
+
+
+def _cpu_seconds(server: subprocess.Popen, *, cluster: bool) -> float:
+    root = psutil.Process(server.pid)
     total = 0.0
-    for process in psutil.Process(server.pid).children(recursive=True):
+    for process in [root, *root.children(recursive=True)]:
         try:
-            if "qcluster" not in " ".join(process.cmdline()):
-                continue
+            in_cluster = "qcluster" in " ".join(process.cmdline())
             times = process.cpu_times()
         except psutil.Error:
+            continue
+        if process is root:
+            if not cluster:
+                total += times.user + times.system
+            continue
+        if in_cluster != cluster:
             continue
         total += times.user + times.system + times.children_user
         total += times.children_system
