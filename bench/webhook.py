@@ -11,7 +11,13 @@ the manual (1,169 pages, embedded through a local fake of the OpenAI API) is que
 and ``manage.py serve`` runs with its worker cluster, as ``make run`` does, so the
 web server and the worker share the cores the way they do in use.
 
+With ``--rate R`` the load is open instead: deliveries arrive at random times,
+R a second on average (Poisson arrivals), whatever the server's answers, as many
+crawls' deliveries do; each latency counts from the delivery's arrival time, so a
+server that falls behind shows it.
+
     .venv/bin/python -m bench.webhook [--deliveries 3000] [--senders 32] [--with-ingest]
+    .venv/bin/python -m bench.webhook --rate 300 [--with-ingest]
     .venv/bin/python -m bench.webhook --url http://127.0.0.1:8000 --token T
 """
 
@@ -21,6 +27,7 @@ import argparse
 import gzip
 import http.client
 import os
+import random
 import signal
 import statistics
 import subprocess
@@ -145,13 +152,74 @@ def measure(
     return run
 
 
+def measure_open(
+    url: str, token: str, corpus: list[tuple[str, bytes]], *, deliveries: int,
+    rate: float, label: str,
+) -> Run:  # fmt: skip
+    """Deliveries sent at Poisson arrival times, ``rate`` a second, each on a
+    thread of its own (as many at once as the server keeps waiting); the
+    warm-up's first, uncounted. A latency counts from the arrival time."""
+    run = Run()
+    run_id = f"{time.time():.0f}-{label}"
+    randomness = random.Random(1)
+    arrivals, at = [], 0.0
+    for _ in range(WARM_UP + deliveries):
+        at += randomness.expovariate(rate)
+        arrivals.append(at)
+    lock = threading.Lock()
+
+    def deliver(number: int, due: float) -> None:
+        page_url, body = corpus[number % len(corpus)]
+        try:
+            send(url, token, f"bench-{run_id}-{number}", page_url, body)
+        except Exception as exc:  # counted and reported, the run goes on
+            with lock:
+                run.errors.append(str(exc))
+            return
+        if number >= 0:
+            with lock:
+                run.latencies.append(time.perf_counter() - due)
+
+    start = time.perf_counter()
+    threads = []
+    for number, arrival in enumerate(arrivals, start=-WARM_UP):
+        due = start + arrival
+        time.sleep(max(0.0, due - time.perf_counter()))
+        thread = threading.Thread(target=deliver, args=(number, due))
+        thread.start()
+        threads.append(thread)
+        run.sent += 1
+    for thread in threads:
+        thread.join()
+    run.seconds = time.perf_counter() - (start + arrivals[WARM_UP - 1])
+    return run
+
+
+def load(
+    url: str, token: str, corpus: list[tuple[str, bytes]], args: argparse.Namespace,
+    *, label: str,
+) -> Run:  # fmt: skip
+    """The chosen load: Poisson arrivals at ``--rate``, else ``--senders``
+    closed-loop senders."""
+    if args.rate:
+        return measure_open(url, token, corpus, deliveries=args.deliveries,
+                            rate=args.rate, label=label)  # fmt: skip
+    return measure(url, token, corpus, deliveries=args.deliveries,
+                   senders=args.senders, label=label)  # fmt: skip
+
+
 def report(label: str, run: Run, args: argparse.Namespace, mean_body: float) -> None:
     count = len(run.latencies)
     # A server given with --url runs however many workers it runs.
     by = "" if args.url else f" by {args.web_workers} web processes"
+    source = (
+        f"arriving at {args.rate:g}/s (Poisson)"
+        if args.rate
+        else f"from {args.senders} senders"
+    )
     print(
         f"{label}: {count} deliveries acknowledged ({len(run.errors)} errors)"
-        f"{by} from {args.senders} senders in "
+        f"{by} {source} in "
         f"{run.seconds:.1f} s: {count / run.seconds:.0f} deliveries/s; latency "
         f"p50 {run.p(0.50):.1f} ms, p99 {run.p(0.99):.1f} ms, "
         f"max {max(run.latencies) * 1000:.1f} ms, "
@@ -169,6 +237,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--deliveries", type=int, default=3000)
     parser.add_argument("--senders", type=int, default=32)
+    parser.add_argument(
+        "--rate",
+        type=float,
+        default=0.0,
+        help="an open load instead: deliveries arriving at this mean rate a second",
+    )
     parser.add_argument("--web-workers", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--url", help="a running server instead of starting one")
     parser.add_argument(
@@ -185,16 +259,14 @@ def main() -> None:
     manual = pages()
     corpus = [(url, gzip.compress(html.encode())) for url, html in manual]
     mean_body = statistics.mean(len(body) for _, body in corpus)
-    options = {"deliveries": args.deliveries, "senders": args.senders}
     if args.url:
-        run = measure(args.url, args.token, corpus, label="given", **options)
+        run = load(args.url, args.token, corpus, args, label="given")
         report("given server", run, args, mean_body)
         return
     server = start_server(args.port, args.web_workers)
     try:
         web_before = _web_cpu_seconds(server)
-        run = measure(f"http://127.0.0.1:{args.port}", TOKEN, corpus, label="idle",
-                      **options)  # fmt: skip
+        run = load(f"http://127.0.0.1:{args.port}", TOKEN, corpus, args, label="idle")
         run.web_cpu = _web_cpu_seconds(server) - web_before
     finally:
         stop_server(server)
@@ -237,9 +309,8 @@ def measure_under_ingest(
                 time.sleep(0.2)
             cpu_before, done_before = _cluster_cpu_seconds(server), crawled()
             web_before = _web_cpu_seconds(server)
-            run = measure(f"http://127.0.0.1:{args.port}", TOKEN, corpus,
-                          label="ingest", deliveries=args.deliveries,
-                          senders=args.senders)  # fmt: skip
+            run = load(f"http://127.0.0.1:{args.port}", TOKEN, corpus, args,
+                       label="ingest")  # fmt: skip
             run.web_cpu = _web_cpu_seconds(server) - web_before
             cpu = _cluster_cpu_seconds(server) - cpu_before
             done = crawled() - done_before

@@ -212,6 +212,9 @@ RUNS = [
      "--port {port}",
      ["idle: 20 deliveries acknowledged", "under ingest: 20 deliveries acknowledged",
       "the web processes' CPU:"]),
+    ("bench.webhook --deliveries 20 --rate 50 --web-workers 1 --port {port}",
+     ["idle: 20 deliveries acknowledged (0 errors) by 1 web processes arriving at "
+      "50/s (Poisson)"]),
 ]  # fmt: skip
 
 
