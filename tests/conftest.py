@@ -1,8 +1,11 @@
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
+import signal
 import socket
+import subprocess
 import sys
 import tempfile
 import threading
@@ -91,6 +94,26 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+@contextlib.contextmanager
+def qcluster_running(env: dict[str, str]) -> Iterator[subprocess.Popen]:
+    """``manage.py qcluster`` with ``env``, in a process group of its own; killed
+    with all its workers at the end, as a crash would, whatever the test did."""
+    process = subprocess.Popen(
+        [PYTHON, "manage.py", "qcluster"],
+        cwd=ROOT,
+        env=env,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        yield process
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=30)
 
 
 def subprocess_env(**overrides: str) -> dict[str, str]:

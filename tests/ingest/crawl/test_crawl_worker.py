@@ -16,7 +16,7 @@ from ingest.crawl.models import Crawl
 from ingest.crawl.services import crawl_start
 from ingest.delivery.models import Delivery
 from sources.models import Page, Source
-from tests.conftest import PYTHON, ROOT, subprocess_env
+from tests.conftest import PYTHON, ROOT, qcluster_running, subprocess_env
 from tests.fakes.site import FakeSite, page
 from tests.ingest.delivery.test_worker import wait_until
 
@@ -37,20 +37,8 @@ def cluster(**settings: str):
     env = subprocess_env(
         **{"Q_WORKERS": "2", "Q_TIMEOUT": "5", "Q_RETRY": "6", **CRAWL_ENV, **settings}
     )
-    process = subprocess.Popen(
-        [PYTHON, "manage.py", "qcluster"],
-        cwd=ROOT,
-        env=env,
-        start_new_session=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
+    with qcluster_running(env) as process:
         yield process
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait(timeout=30)
 
 
 def docs_site(site: FakeSite, count: int) -> list[str]:

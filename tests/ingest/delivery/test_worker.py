@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import subprocess
 import time
 
 import pytest
@@ -15,7 +14,7 @@ from ingest.delivery.models import Delivery
 from ingest.delivery.queue import TASK as DELIVERY_TASK
 from retrieval.models import Chunk, Embedding
 from sources.models import PageVersion, Source
-from tests.conftest import PYTHON, ROOT, subprocess_env
+from tests.conftest import qcluster_running, subprocess_env
 from tests.fakes.openai_api import FakeOpenAI
 from tests.world import SITE, receive_delivery
 
@@ -39,20 +38,8 @@ def worker_cluster(fake: FakeOpenAI):
         Q_TIMEOUT="8",
         Q_RETRY="10",
     )
-    process = subprocess.Popen(
-        [PYTHON, "manage.py", "qcluster"],
-        cwd=ROOT,
-        env=env,
-        start_new_session=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
+    with qcluster_running(env) as process:
         yield process
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait(timeout=30)
 
 
 def wait_until(condition, seconds: float, what: str) -> None:
