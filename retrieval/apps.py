@@ -38,10 +38,12 @@ def _ensure_active_index(sender: AppConfig, using: str = "default", **kwargs) ->
         configured_space_register,
         embedding_index_ensure,
         space_serving,
+        unmarked_serving_repair,
     )
     from retrieval.statistics import index_statistics_refresh
 
     configured_space_register()
+    unmarked_serving_repair()
     serving = space_serving()
     if serving is not None:
         embedding_index_ensure(space=serving.name, dimensions=serving.dimensions)

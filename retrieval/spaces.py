@@ -11,7 +11,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from retrieval import sql
-from retrieval.embedder import Embedder, space_parts
+from retrieval.embedder import Embedder, model_unmarked, space_name, space_parts
 from retrieval.embeddings import cached_embedder, configured_space_name, get_embedder
 from retrieval.models import Embedding, EmbeddingSpace
 from retrieval.searchable import Searchable
@@ -110,6 +110,37 @@ def configured_space_register() -> EmbeddingSpace:
     return space_register(
         name=configured_space_name(), dimensions=settings.EMBEDDING_DIMENSIONS
     )
+
+
+def unmarked_serving_repair() -> EmbeddingSpace | None:
+    """Serve the configured space where an earlier release registered it under
+    its model's unmarked name, and return it; None when there is nothing to mend.
+
+    With EMBEDDING_INPUT_TYPES on from the first ``migrate``, that release
+    registered ``openai/<model>/…``, which served, empty, while every vector went
+    to ``openai/<model>+input_type/…``: its searches reached them only because
+    the embedder marked its own space. A space's name now builds its embedder,
+    so the empty space would answer nothing. When the serving space is the
+    configured space's unmarked twin, holds no vector and the configured space
+    does, the configured space serves (the empty one is retired)."""
+    serving = space_serving()
+    configured = configured_space_name()
+    if serving is None or serving.name == configured:
+        return None
+    backend, model, dimensions, window = space_parts(configured)
+    bare, marked = model_unmarked(backend, model)
+    if not marked or serving.name != space_name(backend, bare, dimensions, window):
+        return None
+    target = EmbeddingSpace.objects.filter(name=configured).first()
+    vectors = Embedding.objects.filter
+    if (
+        target is None
+        or vectors(space=serving.name).exists()
+        or not vectors(space=configured).exists()
+    ):
+        return None
+    space_switch(to=target, keep_old=False)
+    return target
 
 
 def embedder_register(embedder: Embedder) -> EmbeddingSpace:

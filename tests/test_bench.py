@@ -211,7 +211,7 @@ RUNS = [
     ("bench.webhook --deliveries 20 --senders 2 --web-workers 1 --with-ingest "
      "--port {port}",
      ["idle: 20 deliveries acknowledged", "under ingest: 20 deliveries acknowledged",
-      "the web processes' CPU:"]),
+      "the web processes' CPU: "]),
     ("bench.webhook --deliveries 20 --rate 50 --web-workers 1 --port {port}",
      ["idle: 20 deliveries acknowledged (0 errors) by 1 web processes arriving at "
       "50/s (Poisson)"]),
@@ -229,6 +229,9 @@ def test_each_benchmark_runs_on_the_made_up_sites(bench, command, printed):
 
     for line in printed:
         assert line in out, (command, line)
+    # A CPU time the run measured is never nothing (the processes were found).
+    for figure in re.findall(r"the web processes' CPU: (\d+\.\d+) ms", out):
+        assert float(figure) > 0, (command, figure)
 
 
 @pytest.mark.slow
@@ -295,7 +298,12 @@ def test_crawl_with_the_local_model_says_when_a_first_page_was_searchable(bench)
     out = run(bench, "bench.crawl", "--root", str(root), "--local")
 
     assert "fidelity: 11 of 11 pages" in out
-    assert re.search(r"a first page searchable at \d+\.\d s, every page at", out)
+    found = re.search(
+        r"a first page searchable at (\d+\.\d) s, every page at (\d+\.\d) s", out
+    )
+    assert found, out
+    first, every = (float(value) for value in found.groups())
+    assert 0 < first <= every
 
 
 # A question in a reader's word the made-up site never uses (its retries page says

@@ -5,10 +5,13 @@ a server that does not read the field."""
 from __future__ import annotations
 
 import pytest
+from django.core.management.sql import emit_post_migrate_signal
 from openai import BadRequestError
 
 from retrieval.embeddings import get_embedder
+from retrieval.models import Embedding, EmbeddingSpace
 from retrieval.questions import question_answer
+from retrieval.spaces import space_register, space_serving
 from sources.models import SYSTEM
 from tests.fakes.openai_api import FakeOpenAI
 from tests.world import HarborWorld, harbor_load
@@ -57,3 +60,40 @@ class InputTypesTests(HarborWorld):
         self.served_by(api, input_types=True)
         with pytest.raises(BadRequestError, match="input_type"):
             get_embedder().embed_queries([QUESTION])
+
+    def test_after_migrate_the_marked_space_serves_where_its_empty_twin_did(self):
+        """An earlier release, with input types on from the first ``migrate``,
+        registered the unmarked name first: it served, empty, and the vectors went
+        to the marked space. After ``migrate`` the marked space serves; an
+        unmarked space that holds vectors of its own is left serving."""
+        api = FakeOpenAI(input_types=True, dimensions=64)
+        self.served_by(api, input_types=True)
+        harbor_load()
+        marked = get_embedder().space
+        unmarked = "openai/multilingual-e5-small-q4/64"
+        spaces = EmbeddingSpace.objects
+        table = [
+            # the unmarked space holds vectors?, the space serving after migrate
+            (True, unmarked),
+            (False, marked),
+        ]
+        for holds_vectors, serving_after in table:
+            spaces.filter(name=marked).update(state=EmbeddingSpace.State.BUILDING)
+            space_register(name=unmarked, dimensions=64)
+            spaces.filter(name=unmarked).update(state=EmbeddingSpace.State.SERVING)
+            Embedding.objects.filter(space=unmarked).delete()
+            if holds_vectors:
+                kept = Embedding.objects.filter(space=marked).first()
+                Embedding.objects.create(
+                    space=unmarked, text_hash=kept.text_hash, window=kept.window,
+                    vector=kept.vector,
+                )  # fmt: skip
+
+            emit_post_migrate_signal(0, False, "default")
+
+            assert space_serving().name == serving_after, holds_vectors
+        # Answered from the marked space's vectors, asked as a query.
+        api.typed.clear()
+        answer = question_answer(question=QUESTION, user=SYSTEM, k=5, log=False)
+        assert ("query", QUESTION) in api.typed
+        assert "harbor queue pause" in answer.answer
