@@ -19,7 +19,7 @@ from retrieval.backends import (
     OpenAIEmbedder,
     local_window,
 )
-from retrieval.embedder import Embedder, model_marked, model_unmarked, space_name
+from retrieval.embedder import Embedder, model_marked, space_name
 
 
 def configured_model() -> str:
@@ -37,13 +37,13 @@ def configured_space_name() -> str:
     """The space the configured embedder fills, named without loading its model.
     A local model's window is always part of the name: it was not always windowed,
     and vectors of windows must not mix with vectors of cut-off texts."""
-    backend, model = settings.EMBEDDING_BACKEND, configured_model()
+    backend = settings.EMBEDDING_BACKEND
     max_input_tokens = settings.EMBEDDING_MAX_INPUT_TOKENS
     if backend == "local":
-        max_input_tokens = local_window(
-            model_unmarked(backend, model)[0], max_input_tokens
-        )
-    return space_name(backend, model, settings.EMBEDDING_DIMENSIONS, max_input_tokens)
+        max_input_tokens = local_window(settings.EMBEDDING_MODEL, max_input_tokens)
+    return space_name(
+        backend, configured_model(), settings.EMBEDDING_DIMENSIONS, max_input_tokens
+    )
 
 
 BACKENDS: dict[str, Callable[[str, int, int], Embedder]] = {

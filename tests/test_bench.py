@@ -229,9 +229,11 @@ def test_each_benchmark_runs_on_the_made_up_sites(bench, command, printed):
 
     for line in printed:
         assert line in out, (command, line)
-    # A CPU time the run measured is never nothing (the processes were found).
-    for figure in re.findall(r"the web processes' CPU: (\d+\.\d+) ms", out):
-        assert float(figure) > 0, (command, figure)
+    # A CPU time the run measured is a number, never nothing (the processes
+    # were found).
+    figures = re.findall(r"the web processes' CPU: (\d+\.\d+) ms", out)
+    assert len(figures) == out.count("the web processes' CPU: "), command
+    assert all(float(figure) > 0 for figure in figures), (command, figures)
 
 
 @pytest.mark.slow
@@ -284,10 +286,16 @@ def test_embedding_compares_the_workers_with_one_plain_call_of_the_model(bench):
     for name in (
         "worker, end to end",
         "product embedder, one process",
-        "plain encode",
+        "plain encode, one call",
         "product embedder, int8",
     ):
-        assert f"{name}" in out and "of the plain call" in out, name
+        row = re.search(
+            rf"{re.escape(name)}: [\d,]+ texts in [\d.]+ s = ([\d.]+) texts/s.*; "
+            r"([\d.]+) of the plain call",
+            out,
+        )
+        assert row, (name, out)
+        assert float(row[1]) > 0 and float(row[2]) > 0, row[0]
 
 
 @pytest.mark.slow
