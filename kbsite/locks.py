@@ -28,6 +28,7 @@ holds nothing); a transaction lock, until the transaction ends.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
 
@@ -148,6 +149,26 @@ def session_lock_try_expression(*, lock: AdvisoryLock, key: int | None = None) -
     return Func(*values, function=_TRY, output_field=BooleanField())
 
 
+def session_locks_try(*, lock: AdvisoryLock, keys: Iterable[int]) -> set[int]:
+    """:func:`session_lock_try` for several keys of the space ``lock`` in one
+    statement: those of ``keys`` whose lock this session holds now."""
+    wanted = {key: space_key(key) for key in _space_keys(lock, keys)}
+    if not wanted:
+        return set()
+    with connection.cursor() as cursor:
+        cursor.execute(_many_try(), [sorted(set(wanted.values())), lock.number])
+        taken = {row[0] for row in cursor.fetchall()}
+    return {key for key, held in wanted.items() if held in taken}
+
+
+def session_locks_release(*, lock: AdvisoryLock, keys: Iterable[int]) -> None:
+    """Let go of the locks :func:`session_locks_try` took, one release per key."""
+    wanted = [space_key(key) for key in _space_keys(lock, keys)]
+    if wanted:
+        with connection.cursor() as cursor:
+            cursor.execute(_many_release(), [lock.number, wanted])
+
+
 def xact_lock_wait(
     *, lock: AdvisoryLock, key: int | None = None, shared: bool = False
 ) -> None:
@@ -172,6 +193,12 @@ def keys_held(*, lock: AdvisoryLock) -> set[int]:
         return {space_key(row[0]) for row in cursor.fetchall()}
 
 
+def _space_keys(lock: AdvisoryLock, keys: Iterable[int]) -> list[int]:
+    if not lock.space:
+        raise TypeError(f"{lock.name} is a key, not a space of keys")
+    return list(keys)
+
+
 def _run(function: str, lock: AdvisoryLock, key: int | None) -> bool:
     args = _args(lock, key)
     with connection.cursor() as cursor:
@@ -192,3 +219,23 @@ def _args(lock: AdvisoryLock, key: int | None) -> list[int]:
 def _statement(function: str, args: int) -> str:
     placeholders = SQL(", ").join([Placeholder()] * args)
     return SQL("SELECT {}({})").format(Identifier(function), placeholders).as_string()
+
+
+@cache
+def _many_try() -> str:
+    """Several keys of one space taken without waiting: those taken."""
+    return (
+        SQL("SELECT k FROM unnest(%s::int4[]) AS keys(k) WHERE {}(%s, k)")
+        .format(Identifier(_TRY))
+        .as_string()
+    )
+
+
+@cache
+def _many_release() -> str:
+    """Several keys of one space let go of, one release each."""
+    return (
+        SQL("SELECT {}(%s, k) FROM unnest(%s::int4[]) AS keys(k)")
+        .format(Identifier(_RELEASE))
+        .as_string()
+    )

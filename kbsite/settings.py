@@ -212,6 +212,10 @@ WEBHOOK_MAX_BODY_BYTES = env_int(
 )
 # Attempts at a delivery before it is marked failed (then re-queued from the admin).
 DELIVERY_MAX_ATTEMPTS = env_int("DELIVERY_MAX_ATTEMPTS", 5, minimum=1)
+# Deliveries a run records together when they need nothing read (a 304, or the
+# body a live page was read from): one transaction for all, and their jobs never
+# run (ingest.delivery.batch). 1: each delivery in its own run.
+DELIVERY_BATCH = env_int("DELIVERY_BATCH", 50, minimum=1)
 # First retry delay in seconds; each further attempt waits four times longer.
 DELIVERY_RETRY_SECONDS = env_int("DELIVERY_RETRY_SECONDS", 30, minimum=0)
 CRAWLBASE_TOKEN = env_secret("CRAWLBASE_TOKEN")

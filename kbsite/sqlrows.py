@@ -10,9 +10,13 @@ deferred, and every column an INSERT does not name filled by the database.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
-from functools import cached_property
+from datetime import date, datetime, time, timedelta
+from decimal import Decimal
+from functools import cache, cached_property
 from typing import Generic, TypeVar
+from uuid import UUID
 
 from django.db import connection, models
 from django.db.models.fields import NOT_PROVIDED, AutoFieldMixin
@@ -161,6 +165,95 @@ class Insert:
 
     def __repr__(self) -> str:
         return f"<Insert into {self.model._meta.label}>"
+
+
+class Recordset:
+    """The values of many rows as one parameter of a statement: a JSON array read
+    by ``jsonb_to_recordset`` under ``alias``, one typed column per field of
+    ``model`` (and per ``extra`` name, with its SQL type). The statement's text is
+    the same however many rows there are, where a VALUES list or Django's
+    ``bulk_update`` (a CASE per field, a WHEN per row) writes a new one each time.
+
+    :attr:`sql` is the recordset for a FROM clause; :meth:`param`, its parameter.
+    """
+
+    def __init__(
+        self,
+        model: type[models.Model],
+        fields: Sequence[str],
+        *,
+        alias: str = "v",
+        extra: Mapping[str, str] | None = None,
+    ):
+        self.fields = tuple(_field(model, name) for name in fields)
+        self._names = {
+            name: _column(f) for name, f in zip(fields, self.fields, strict=True)
+        }
+        self._extra = dict(extra or {})
+        typed = [
+            SQL("{} {}").format(Identifier(_column(f)), SQL(f.db_type(connection)))
+            for f in self.fields
+        ] + [SQL("{} {}").format(Identifier(n), SQL(t)) for n, t in self._extra.items()]
+        self.sql = SQL("jsonb_to_recordset(%s::jsonb) AS {}({})").format(
+            Identifier(alias), COMMA.join(typed)
+        )
+
+    def param(self, rows: Iterable[Mapping[str, object]]) -> str:
+        """The parameter: each row's values by field name (and ``extra`` name)."""
+        names = {**self._names, **{name: name for name in self._extra}}
+        records = []
+        for row in rows:
+            if row.keys() != names.keys():
+                raise ValueError(f"values for {sorted(row)}, not {sorted(names)}")
+            records.append({names[name]: value for name, value in row.items()})
+        return json.dumps(records, default=_json_value)
+
+
+def rows_update(instances: Sequence[models.Model], fields: Sequence[str]) -> int:
+    """Write ``fields`` of each instance (all of one model) to its row, in one
+    statement whatever their number: how many rows were updated."""
+    if not instances:
+        return 0
+    recordset, sql = _rows_update(type(instances[0]), tuple(fields))
+    attnames = [f.attname for f in recordset.fields[1:]]
+    rows = [
+        {"pk": obj.pk}
+        | {name: getattr(obj, a) for name, a in zip(fields, attnames, strict=True)}
+        for obj in instances
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [recordset.param(rows)])
+        return cursor.rowcount
+
+
+@cache
+def _rows_update(
+    model: type[models.Model], fields: tuple[str, ...]
+) -> tuple[Recordset, str]:
+    """The recordset of ``rows_update`` and its statement."""
+    recordset = Recordset(model, ("pk", *fields))
+    columns = [Identifier(_column(f)) for f in recordset.fields[1:]]
+    sql = SQL("UPDATE {table} AS t SET {set} FROM {rows} WHERE t.{key} = v.{key}")
+    sql = sql.format(
+        table=table(model),
+        set=COMMA.join(SQL("{c} = v.{c}").format(c=c) for c in columns),
+        rows=recordset.sql,
+        key=Identifier(_column(recordset.fields[0])),
+    )
+    return recordset, sql.as_string()
+
+
+def _json_value(value: object) -> object:
+    """A value JSON has no type for, as PostgreSQL reads it from text."""
+    if isinstance(value, datetime | date | time):
+        return value.isoformat()
+    if isinstance(value, timedelta):
+        return f"{value.total_seconds()} seconds"
+    if isinstance(value, Decimal | UUID):
+        return str(value)
+    if isinstance(value, bytes | memoryview):
+        raise TypeError("bytes do not travel as JSON: write them by a parameter")
+    raise TypeError(f"no JSON for {type(value).__name__}")
 
 
 def table(model: type[models.Model]) -> Identifier:

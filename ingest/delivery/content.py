@@ -15,7 +15,7 @@ from ingest.reading.rules import content_kept_out
 from retrieval.chunking import ChunkDraft, chunk_markdown, embed_texts
 from retrieval.indexing import EmbedReport, embeddings_ensure
 from retrieval.spaces import ingest_embedders
-from sources.models import Page
+from sources.models import Page, PageQuerySet
 from sources.services import page_shapes_record
 
 
@@ -84,9 +84,19 @@ def page_lock(page: Page, *, original_of: bool = False) -> Page:
     """The page, its row locked. With ``original_of``, ``has_original`` says
     whether an older live page of its source holds its content (read in the same
     statement)."""
+    return pages_locking(original_of=original_of).get(pk=page.pk)
+
+
+def pages_locking(
+    *, original_of: bool = False, skip_locked: bool = False
+) -> PageQuerySet:
+    """Pages read with their rows locked, and their sources (``page_lock``);
+    ``skip_locked``: those another transaction holds are left out, not waited for."""
     # The page's row only: its source is read, not locked, so deliveries of one
     # source run side by side (line shape counts take their own ordered locks).
-    pages = Page.objects.light().select_for_update(of=("self",))
+    pages = Page.objects.light().select_for_update(
+        of=("self",), skip_locked=skip_locked
+    )
     if original_of:
         older = Page.objects.filter(
             source_id=OuterRef("source_id"),
@@ -95,4 +105,4 @@ def page_lock(page: Page, *, original_of: bool = False) -> Page:
             pk__lt=OuterRef("pk"),
         )
         pages = pages.annotate(has_original=Exists(older))
-    return pages.select_related("source").get(pk=page.pk)
+    return pages.select_related("source")

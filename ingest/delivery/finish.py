@@ -38,13 +38,14 @@ class Superseded(Exception):
     changed in the transaction is rolled back."""
 
 
-# What the same-reading shortcut writes to the page's row (the other changes save
-# the whole row): a check that found the content the page holds.
+# What a check that found the content the page holds writes to the page's row (the
+# other changes save the whole row).
 VERIFIED_FIELDS = [
     "check_hours", "check_changed", "check_quiet_hours", "change_rate",
     "last_verified_at", "last_crawled_at", "original_status", "failure_count",
     "last_error", "next_crawl_at", "etag", "last_modified", "site_modified_at",
 ]  # fmt: skip
+VERIFIED = {Change.VERIFIED, Change.VERIFIED_READING}
 # The changes that swap the page's chunks for the reading's.
 CHUNKS_SWAPPED = {Change.REINDEXED, Change.REREAD, Change.CHANGED}
 # The changes that keep the delivered body as the page's (a new one keeps it too).
@@ -77,21 +78,20 @@ def delivery_apply(
         if decision.change == Change.RETRY:
             raise Retry(decision.note)
         if decision.change != Change.NOTHING:
-            _page_write(delivery, locked, reading, decision)
+            decision_write(delivery, locked, reading, decision)
             locked.save(
-                update_fields=VERIFIED_FIELDS
-                if decision.change == Change.VERIFIED_READING
-                else None
+                update_fields=VERIFIED_FIELDS if decision.change in VERIFIED else None
             )
         if decision.change in REDIRECTED:
             _redirect(pushed, locked, delivery)
         return delivery_finish(delivery, locked, decision.outcome, decision.note)
 
 
-def _page_write(
+def decision_write(
     delivery: Delivery, page: Page, reading: Reading, decision: Decision
 ) -> None:
-    """Write the decision to the locked page (saved by the caller)."""
+    """Write the decision to the locked page (saved by the caller: only
+    ``VERIFIED_FIELDS`` for a check that found its content)."""
     content, change = reading.content, decision.change
     if change == Change.FAILURE:
         page.mark_failed(

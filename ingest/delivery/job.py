@@ -46,6 +46,7 @@ from django.db import (
 )
 from django.dispatch import Signal
 
+from ingest.delivery.batch import batch_eligible, deliveries_settle
 from ingest.delivery.claim import delivery_held
 from ingest.delivery.finish import Superseded, delivery_apply
 from ingest.delivery.models import Delivery
@@ -128,6 +129,11 @@ def _ingest(delivery: Delivery, scope: ScopeMap) -> Outcome:
     if page is not None and (owner is None or owner.pk != page.source_id):
         page = page_rescope(page=page, owner=owner)
     reading = delivery_read(delivery, page, owner=owner, scope=scope)
+    if page is not None and pushed is None and batch_eligible(reading):
+        # Recorded with the waiting deliveries like it, if it still is one.
+        settled = deliveries_settle(delivery, page, reading, scope)
+        if settled is not None:
+            return settled
     outcome = delivery_apply(delivery, page, pushed, reading)
     if outcome is None:
         # The body read before under the same rules is no longer the page's.

@@ -128,25 +128,10 @@ def delivery_read(
             "patterns, or its seeds' directories); the page left search"
         )
         return Reading(Read.REJECTED, outcome=Outcome.REJECTED, reason=reason)
-    crawler, site = delivery.crawler_status, delivery.original_status
-    if site in GONE_STATUSES:
-        return Reading(Read.GONE)
-    if crawler is not None and crawler != 200:
-        return _failed(f"crawler status {crawler}")
-    if site is not None and site >= 400:
-        return _failed(f"site status {site}")
-    if site == NOT_MODIFIED:
-        return Reading(Read.NOT_MODIFIED)
+    unread = delivery_read_unread(delivery, page, again=again)
+    if unread is not None:
+        return unread
     raw = bytes(delivery.body or b"")
-    if not again and page.is_live and page.reading_key:
-        key = source_reading_key(
-            source=page.source,
-            url=page.url,
-            raw=raw,
-            content_type=delivery.content_type,
-        )
-        if key == page.reading_key:
-            return Reading(Read.SAME_READING, reading_key=key)
     source_boilerplate_catch_up(source=page.source)
     try:
         content = source_content(
@@ -173,6 +158,33 @@ def delivery_read(
         report=report,
         signature=similarity.signature(content.markdown),
     )
+
+
+def delivery_read_unread(
+    delivery: Delivery, page: Page, *, again: bool = False
+) -> Reading | None:
+    """What the delivery does to ``page`` (its source's, by its URL) that needs
+    nothing read: a status that settles it, or the body and rules the live page
+    was read from (``again``: not that). None: the content is to be read."""
+    crawler, site = delivery.crawler_status, delivery.original_status
+    if site in GONE_STATUSES:
+        return Reading(Read.GONE)
+    if crawler is not None and crawler != 200:
+        return _failed(f"crawler status {crawler}")
+    if site is not None and site >= 400:
+        return _failed(f"site status {site}")
+    if site == NOT_MODIFIED:
+        return Reading(Read.NOT_MODIFIED)
+    if not again and page.is_live and page.reading_key:
+        key = source_reading_key(
+            source=page.source,
+            url=page.url,
+            raw=bytes(delivery.body or b""),
+            content_type=delivery.content_type,
+        )
+        if key == page.reading_key:
+            return Reading(Read.SAME_READING, reading_key=key)
+    return None
 
 
 def decide(delivery: Delivery, page: Page, reading: Reading) -> Decision | None:

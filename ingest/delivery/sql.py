@@ -19,7 +19,7 @@ from psycopg.sql import SQL
 
 from ingest.delivery.models import Delivery
 from ingest.pushing.models import Push
-from kbsite.sqlrows import Insert, column, table
+from kbsite.sqlrows import Insert, Recordset, column, table
 
 # A delivery as it arrives; its counts, outcome and error start as the database's
 # defaults. A repeated rid inserts nothing and returns no row.
@@ -92,3 +92,66 @@ def postmaster_started_at() -> datetime:
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_postmaster_start_time()")
         return cursor.fetchone()[0]
+
+
+# Deliveries recorded done together (``ingest.delivery.batch``), each only if it is
+# as its run read it (waiting, its attempts counted as seen): the ids recorded.
+SETTLED = Recordset(
+    Delivery,
+    ("pk", "outcome", "error", "page", "attempts", "claimed_at"),
+    extra={"seen": "integer"},
+)
+_SETTLED_SQL = SQL(
+    "UPDATE {table} AS t SET {state} = %s, {processed_at} = %s, "
+    "{next_attempt_at} = NULL, {body} = NULL, {outcome} = v.{outcome}, "
+    "{error} = v.{error}, {page} = v.{page}, {attempts} = v.{attempts}, "
+    "{claimed_at} = v.{claimed_at} FROM {rows} "
+    "WHERE t.{id} = v.{id} AND t.{state} IN (%s, %s) AND t.{attempts} = v.seen "
+    "RETURNING t.{id}"
+).format(
+    table=table(Delivery),
+    rows=SETTLED.sql,
+    **{
+        name: column(Delivery, name)
+        for name in (
+            "state",
+            "processed_at",
+            "next_attempt_at",
+            "body",
+            "outcome",
+            "error",
+            "page",
+            "attempts",
+            "claimed_at",
+        )
+    },  # fmt: skip
+    id=column(Delivery, "pk"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Settled:
+    """A delivery's outcome, recorded with others'; ``seen``: its attempts as read
+    by the run, ``attempts`` and ``claimed_at`` its claim's."""
+
+    pk: int
+    outcome: str
+    error: str
+    page: int
+    seen: int
+    attempts: int
+    claimed_at: datetime
+
+
+def deliveries_settle(*, settled: list[Settled], at: datetime) -> set[int]:
+    """Record these deliveries done at ``at`` in one statement, each only if it is
+    still waiting as its run saw it: the ids recorded."""
+    rows = [
+        {"pk": s.pk, "outcome": s.outcome, "error": s.error, "page": s.page,
+         "attempts": s.attempts, "claimed_at": s.claimed_at, "seen": s.seen}
+        for s in settled
+    ]  # fmt: skip
+    params = [Delivery.State.DONE, at, SETTLED.param(rows), *Delivery.WAITING]
+    with connection.cursor() as cursor:
+        cursor.execute(_SETTLED_SQL.as_string(), params)
+        return {row[0] for row in cursor.fetchall()}

@@ -164,15 +164,37 @@ def test_the_keys_held_of_a_space_are_read_as_they_were_taken():
     assert runs == {7, 2**32 - 3, 2**32 + 7}
 
 
+@pytest.mark.django_db
+def test_several_keys_are_taken_at_once_but_those_held_elsewhere():
+    space = locks.DELIVERY_RUNS.number
+    keys = [7, 8, 2**31 + 5, 2**32 + 9, 9]
+    with held_elsewhere(TWO, [space, 7]), held_elsewhere(TWO, [space, -(2**31) + 5]):
+        taken = locks.session_locks_try(lock=locks.DELIVERY_RUNS, keys=keys)
+        # 9 and 2^32 + 9 share a lock: this session holds it, for both.
+        assert taken == {8, 2**32 + 9, 9}
+        assert locks.keys_held(lock=locks.DELIVERY_RUNS) == {7, -(2**31) + 5, 8, 9}
+
+        locks.session_locks_release(lock=locks.DELIVERY_RUNS, keys=taken)
+        assert locks.keys_held(lock=locks.DELIVERY_RUNS) == {7, -(2**31) + 5}
+    assert locks.session_locks_try(lock=locks.DELIVERY_RUNS, keys=[]) == set()
+
+
 @pytest.mark.parametrize(
     "call",
     [
         lambda: locks.session_lock_try(lock=locks.DELIVERY_RUNS),
+        lambda: locks.session_locks_try(lock=locks.PUSH_SENDER, keys=[1]),
         lambda: locks.session_lock_release(lock=locks.PUSH_SENDER, key=1),
         lambda: locks.xact_lock_wait(lock=locks.DAY_PLANS),
         lambda: locks.keys_held(lock=locks.WORD_COUNTS),
     ],
-    ids=["a space without a key", "a key with a key", "a wait", "keys of a key"],
+    ids=[
+        "a space without a key",
+        "keys of a key, taken",
+        "a key with a key",
+        "a wait",
+        "keys of a key",
+    ],
 )
 def test_a_space_wants_a_key_and_a_key_none(call):
     with pytest.raises(TypeError):

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 from django.db import connection
 from django.test import TestCase
+from django.test.utils import CaptureQueriesContext
 from psycopg import sql
 
-from kbsite.sqlrows import Columns, Row, many_to_many
+from kbsite.sqlrows import Columns, Recordset, Row, many_to_many, rows_update
 from retrieval.models import EmbeddingSpace
-from sources.models import Source
+from sources.models import Page, Source
 
 READ = {"id", "floor_sample", "created_at"}
 
@@ -92,3 +95,58 @@ class ModelFromRowTests(TestCase):
 
 def _fields(model, *names):
     return [model._meta.get_field(name) for name in names]
+
+
+class RowsUpdateTests(TestCase):
+    """Each row set to its own values by one statement (``rows_update``)."""
+
+    FIELDS = ["check_hours", "check_changed", "change_rate", "last_verified_at",
+              "original_status", "last_error", "etag", "site_modified_at"]  # fmt: skip
+
+    def test_each_row_gets_its_own_values_exactly_and_nothing_else_moves(self):
+        source = Source.objects.create(name="Docs", seed_urls="https://d.example/")
+        pages = [
+            Page.objects.create(source=source, url=f"https://d.example/{n}", title=t)
+            for n, t in enumerate(["one", "two", "three"])
+        ]
+        at = datetime(2026, 12, 7, 11, 0, 0, 123456, tzinfo=UTC)
+        values = [
+            ([1.5, 0.1 + 0.2], [True, False], 0.3333333333333333, at, 200,
+             'a "quoted" error — ünïcode', 'W/"e1"', None),
+            ([], [], None, None, None, "", "", at + timedelta(microseconds=1)),
+            ([24.0], [False], 1e-12, at - timedelta(days=400), 304, "x" * 3000,
+             "", at),
+        ]  # fmt: skip
+        for page, row in zip(pages, values, strict=True):
+            for name, value in zip(self.FIELDS, row, strict=True):
+                setattr(page, name, value)
+
+        with self.assertNumQueries(1):
+            assert rows_update(pages, self.FIELDS) == 3
+
+        for page, row in zip(pages, values, strict=True):
+            read = Page.objects.get(pk=page.pk)
+            assert [getattr(read, name) for name in self.FIELDS] == list(row)
+            assert read.title == page.title and read.url == page.url
+
+    def test_the_statement_is_the_same_for_any_number_of_rows(self):
+        source = Source.objects.create(name="Docs", seed_urls="https://d.example/")
+        pages = [
+            Page.objects.create(source=source, url=f"https://d.example/{n}")
+            for n in range(4)
+        ]
+        statements = []
+        for some in (pages[:1], pages):
+            with CaptureQueriesContext(connection) as queries:
+                rows_update(some, ["etag"])
+            statements.append(queries[0]["sql"].split(" FROM ")[0])
+        assert statements[0] == statements[1]
+        assert rows_update([], ["etag"]) == 0
+
+    def test_a_row_must_name_every_column_and_bytes_do_not_travel_as_json(self):
+        rows = Recordset(Page, ["pk", "etag"])
+        with self.assertRaises(ValueError):
+            rows.param([{"pk": 1}])
+        with self.assertRaises(TypeError):
+            Recordset(Page, ["pk", "raw_body"]).param([{"pk": 1, "raw_body": b"x"}])
+        assert rows.param([{"pk": 1, "etag": "e"}]) == '[{"id": 1, "etag": "e"}]'

@@ -200,9 +200,11 @@ def test_a_run_that_lost_its_delivery_records_no_retry():
     assert not OrmQ.objects.exists()
 
 
+@contextlib.contextmanager
 def finished_by_another_run_at_the_page_lock(delivery: Delivery):
     """``page_lock`` as a run meets it after another run of the same delivery (its
-    lock lost with its session) recorded an outcome first."""
+    lock lost with its session) recorded an outcome first: alone, or recording
+    its delivery with others (``ingest.delivery.batch``)."""
     real = finish.page_lock
 
     def other_run() -> None:
@@ -221,7 +223,11 @@ def finished_by_another_run_at_the_page_lock(delivery: Delivery):
         thread.join(30)
         return real(page, **options)
 
-    return mock.patch("ingest.delivery.finish.page_lock", lock)
+    with (
+        mock.patch("ingest.delivery.finish.page_lock", lock),
+        mock.patch("ingest.delivery.batch.page_lock", lock),
+    ):
+        yield
 
 
 @pytest.mark.parametrize(
@@ -230,6 +236,7 @@ def finished_by_another_run_at_the_page_lock(delivery: Delivery):
         ("new content", INSTALL, 200),
         ("changed content", INSTALL_EDITED, 200),
         ("the same body", INSTALL, 200),
+        ("not modified", "", 304),
         ("gone", "Not found", 404),
         ("a failure on the page", "Bad gateway", 502),
     ],
