@@ -191,7 +191,7 @@ class Recordset:
         }
         self._extra = dict(extra or {})
         typed = [
-            SQL("{} {}").format(Identifier(_column(f)), SQL(f.db_type(connection)))
+            SQL("{} {}").format(Identifier(_column(f)), SQL(_db_type(f)))
             for f in self.fields
         ] + [SQL("{} {}").format(Identifier(n), SQL(t)) for n, t in self._extra.items()]
         self.sql = SQL("jsonb_to_recordset(%s::jsonb) AS {}({})").format(
@@ -233,14 +233,21 @@ def _rows_update(
     """The recordset of ``rows_update`` and its statement."""
     recordset = Recordset(model, ("pk", *fields))
     columns = [Identifier(_column(f)) for f in recordset.fields[1:]]
-    sql = SQL("UPDATE {table} AS t SET {set} FROM {rows} WHERE t.{key} = v.{key}")
-    sql = sql.format(
+    template = SQL("UPDATE {table} AS t SET {set} FROM {rows} WHERE t.{key} = v.{key}")
+    sql = template.format(
         table=table(model),
         set=COMMA.join(SQL("{c} = v.{c}").format(c=c) for c in columns),
         rows=recordset.sql,
         key=Identifier(_column(recordset.fields[0])),
     )
     return recordset, sql.as_string()
+
+
+def _db_type(field: models.Field) -> str:
+    db_type = field.db_type(connection)
+    if db_type is None:
+        raise ValueError(f"{field} has no column type")
+    return db_type
 
 
 def _json_value(value: object) -> object:

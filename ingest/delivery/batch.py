@@ -129,12 +129,12 @@ def _others_take(
     if not jobs:
         return []
     held |= locks.session_locks_try(lock=locks.DELIVERY_RUNS, keys=jobs)
-    deliveries = Delivery.objects.select_related("push").filter(
+    waiting = Delivery.objects.select_related("push").filter(
         pk__in=held,
         state__in=Delivery.WAITING,
         attempts__lt=settings.DELIVERY_MAX_ATTEMPTS,
     )
-    deliveries = {d.pk: d for d in deliveries}
+    deliveries = {d.pk: d for d in waiting}
     urls = {d.url for d in deliveries.values()}
     pages = pages_locking(original_of=True, skip_locked=True).filter(
         url__in=urls, status=Page.Status.LIVE
@@ -169,8 +169,10 @@ def _jobs_waiting(limit: int) -> dict[int, int]:
             task = job.task
         except Exception:  # a payload unsigned or unreadable: the queue's to handle
             continue
-        args = task.get("args") if isinstance(task, dict) else None
-        if task.get("func") == TASK and not task.get("kwargs") and len(args or ()) == 1:
+        if not isinstance(task, dict):
+            continue
+        args: tuple = task.get("args") or ()
+        if task.get("func") == TASK and not task.get("kwargs") and len(args) == 1:
             jobs.setdefault(args[0], job.pk)
     return jobs
 
@@ -218,7 +220,7 @@ def _record(members: list[_Member]) -> None:
                 page=page.pk,
                 seen=member.seen,
                 attempts=member.seen if own else member.seen + 1,
-                claimed_at=delivery.claimed_at if own else now,
+                claimed_at=(delivery.claimed_at or now) if own else now,
             )
         )
     rows_update(verified, VERIFIED_FIELDS)

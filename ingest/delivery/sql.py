@@ -151,7 +151,10 @@ def deliveries_settle(*, settled: list[Settled], at: datetime) -> set[int]:
          "attempts": s.attempts, "claimed_at": s.claimed_at, "seen": s.seen}
         for s in settled
     ]  # fmt: skip
-    params = [Delivery.State.DONE, at, SETTLED.param(rows), *Delivery.WAITING]
+    params: list[str | datetime] = [
+        str(Delivery.State.DONE), at, SETTLED.param(rows),
+        *(str(state) for state in Delivery.WAITING),
+    ]  # fmt: skip
     with connection.cursor() as cursor:
         cursor.execute(_SETTLED_SQL.as_string(), params)
         return {row[0] for row in cursor.fetchall()}
