@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ingest.crawl.jobs import crawl_work
-from ingest.delivery.job import delivery_process
+from ingest.delivery.carry import deliveries_carry
 from ingest.delivery.queue import deliveries_bodies_expire, deliveries_requeue_stalled
 from ingest.delivery.rederive import source_pages_rederive, sources_boilerplate_refresh
 from ingest.delivery.rescope import pages_rescope
@@ -25,7 +25,7 @@ SEND_SECONDS = 120
 
 
 def delivery_process_task(delivery_id: int) -> str | None:
-    result = delivery_process(delivery_id=delivery_id)
+    result = deliveries_carry(delivery_id=delivery_id)
     return None if result is None else str(result)
 
 

@@ -50,18 +50,28 @@ INSTALL_EDITED = page_html(
 
 
 def run_queued(func: str) -> list:
-    """Run the queued jobs for ``func`` as a worker would, and take them off the queue.
+    """Run the queued jobs for ``func`` as a worker would, and take them off the queue:
+    each taken first (its lock moved on, as the cluster's pusher does), unless a
+    job run before took it off the queue meanwhile (a delivery's job carries the
+    waiting ones). Jobs for other functions, and jobs queued by the runs, stay
+    queued."""
+    from datetime import timedelta
 
-    Jobs for other functions stay queued."""
+    from django.conf import settings
+    from django.utils import timezone
     from django.utils.module_loading import import_string
     from django_q.models import OrmQ
 
     results = []
-    for row in OrmQ.objects.order_by("id"):
+    for row in list(OrmQ.objects.order_by("id")):
         task = row.task
-        if task["func"] == func:
-            results.append(import_string(func)(*task["args"], **task["kwargs"]))
-            row.delete()
+        if task["func"] != func:
+            continue
+        until = timezone.now() + timedelta(seconds=settings.Q_RETRY)
+        if not OrmQ.objects.filter(pk=row.pk, lock=row.lock).update(lock=until):
+            continue  # taken by a run before: carried, and off the queue
+        results.append(import_string(func)(*task["args"], **task["kwargs"]))
+        OrmQ.objects.filter(pk=row.pk).delete()
     return results
 
 

@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
-from django_q.brokers import get_broker
 from django_q.models import OrmQ
 
 from ingest.delivery import sql
@@ -41,7 +40,7 @@ from ingest.delivery.outcome import (
     decide,
     delivery_read_unread,
 )
-from ingest.delivery.queue import TASK
+from ingest.delivery.queue import delivery_jobs_waiting
 from ingest.pushing.models import Push
 from kbsite import locks
 from kbsite.sqlrows import rows_update
@@ -125,7 +124,7 @@ def _others_take(
     """Up to ``limit`` waiting jobs, oldest first, whose deliveries this run may
     record with its own: their rows (and their pages') locked until the
     transaction ends, their deliveries' run locks added to ``held``."""
-    jobs = _jobs_waiting(limit)
+    jobs = delivery_jobs_waiting(limit)
     if not jobs:
         return []
     held |= locks.session_locks_try(lock=locks.DELIVERY_RUNS, keys=jobs)
@@ -152,29 +151,6 @@ def _others_take(
             taken.add(page.pk)
             others.append(member)
     return others
-
-
-def _jobs_waiting(limit: int) -> dict[int, int]:
-    """The deliveries of up to ``limit`` jobs waiting on the queue, oldest first,
-    whose rows no other transaction holds: delivery id → job id (the rows are
-    locked until the transaction ends)."""
-    rows = (
-        OrmQ.objects.select_for_update(skip_locked=True)
-        .filter(key=get_broker().list_key, lock__lt=timezone.now())
-        .order_by("pk")[:limit]
-    )
-    jobs: dict[int, int] = {}
-    for job in rows:
-        try:
-            task = job.task
-        except Exception:  # a payload unsigned or unreadable: the queue's to handle
-            continue
-        if not isinstance(task, dict):
-            continue
-        args: tuple = task.get("args") or ()
-        if task.get("func") == TASK and not task.get("kwargs") and len(args) == 1:
-            jobs.setdefault(args[0], job.pk)
-    return jobs
 
 
 def _member(

@@ -248,10 +248,65 @@ def _delivery_jobs(*, started: datetime) -> _Jobs:
     taken: set[int] = set()
     rows = OrmQ.objects.filter(key=get_broker().list_key).only("payload", "lock")
     for job in rows.iterator():
-        task = job.task
-        if isinstance(task, dict) and task.get("func") == TASK and task.get("args"):
-            if job.lock <= now:
-                waiting.add(task["args"][0])
-            elif job.lock >= taken_since:
-                taken.add(task["args"][0])
+        delivery_id = job_delivery(job.payload)
+        if delivery_id is None:
+            continue
+        if job.lock <= now:
+            waiting.add(delivery_id)
+        elif job.lock >= taken_since:
+            taken.add(delivery_id)
     return _Jobs(waiting=frozenset(waiting), taken=frozenset(taken))
+
+
+def job_delivery(payload: str) -> int | None:
+    """The delivery a job of the queue runs, from its payload; None for a job of
+    another task (or one whose payload cannot be read: the queue's to handle)."""
+    try:
+        task = OrmQ(payload=payload).task
+    except Exception:  # unsigned, or signed with another key
+        return None
+    if not isinstance(task, dict) or task.get("func") != TASK or task.get("kwargs"):
+        return None
+    args = task.get("args") or ()
+    return args[0] if len(args) == 1 and isinstance(args[0], int) else None
+
+
+def delivery_jobs_waiting(limit: int) -> dict[int, int]:
+    """The deliveries of up to ``limit`` jobs waiting on the queue, oldest first,
+    whose rows no other transaction holds: delivery id → job id. The rows stay
+    locked until the caller's transaction ends."""
+    rows = (
+        OrmQ.objects.select_for_update(skip_locked=True)
+        .filter(key=get_broker().list_key, lock__lt=timezone.now())
+        .order_by("pk")
+        .only("payload")[:limit]
+    )
+    jobs: dict[int, int] = {}
+    for job in rows:
+        delivery_id = job_delivery(job.payload)
+        if delivery_id is not None:
+            jobs.setdefault(delivery_id, job.pk)
+    return jobs
+
+
+def delivery_job_take() -> tuple[int, int] | None:
+    """Take the oldest job waiting on the queue, as a worker of the cluster takes
+    one (its lock moved Q_RETRY seconds on, so that it runs again should this
+    run die), if it is a delivery's: (its id, the delivery's id). None when no
+    job waits, or the oldest is another task's (left to the cluster, untouched)."""
+    now = timezone.now()
+    until = now + timedelta(seconds=settings.Q_RETRY)
+    taken = sql.job_take(key=get_broker().list_key, now=now, until=until)
+    if taken is None:
+        return None
+    job_id, payload, lock = taken
+    delivery_id = job_delivery(payload)
+    if delivery_id is None:
+        sql.job_lock_set(job_id=job_id, lock=lock)  # as it was: not ours to run
+        return None
+    return job_id, delivery_id
+
+
+def delivery_job_done(job_id: int) -> None:
+    """Take a job off the queue once its run is over, as the cluster does."""
+    OrmQ.objects.filter(pk=job_id).delete()

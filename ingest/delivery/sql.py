@@ -158,3 +158,34 @@ def deliveries_settle(*, settled: list[Settled], at: datetime) -> set[int]:
     with connection.cursor() as cursor:
         cursor.execute(_SETTLED_SQL.as_string(), params)
         return {row[0] for row in cursor.fetchall()}
+
+
+# The oldest waiting job of a queue that no other transaction holds, taken as a
+# cluster's worker takes one: its lock moved on. Returns the job, its payload and
+# its lock as it was.
+_JOB_TAKE = SQL(
+    "WITH oldest AS (SELECT {id}, {lock} FROM {table} WHERE {key} = %s "
+    "AND {lock} < %s ORDER BY {id} LIMIT 1 FOR UPDATE SKIP LOCKED) "
+    "UPDATE {table} AS q SET {lock} = %s FROM oldest WHERE q.{id} = oldest.{id} "
+    "RETURNING q.{id}, q.{payload}, oldest.{lock}"
+).format(
+    table=table(OrmQ),
+    **{name: column(OrmQ, name) for name in ("key", "lock", "payload")},
+    id=column(OrmQ, "pk"),
+)
+
+
+def job_take(
+    *, key: str, now: datetime, until: datetime
+) -> tuple[int, str, datetime] | None:
+    """The oldest job of queue ``key`` waiting at ``now``, its lock moved to
+    ``until``: (its id, its payload, its lock before); None if none waits."""
+    with connection.cursor() as cursor:
+        cursor.execute(_JOB_TAKE.as_string(), [key, now, until])
+        row = cursor.fetchone()
+    return None if row is None else (row[0], row[1], row[2])
+
+
+def job_lock_set(*, job_id: int, lock: datetime) -> None:
+    """Put a job's lock back to ``lock``."""
+    OrmQ.objects.filter(pk=job_id).update(lock=lock)

@@ -1,0 +1,146 @@
+"""A delivery's job carries the waiting deliveries after its own
+(``ingest.delivery.carry``): taken as a worker takes a job, each run on its own,
+then taken off the queue; never a job another worker took, never another task's."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from unittest import mock
+
+import pytest
+from django.conf import settings
+from django.db import OperationalError
+from django.utils import timezone
+from django_q.models import OrmQ
+from django_q.tasks import async_task
+
+from ingest.delivery import carry
+from ingest.delivery.models import Delivery
+from ingest.tasks import delivery_process_task
+from sources.models import PageVersion, Source
+from tests.world import SITE, page_html, receive_delivery
+
+pytestmark = pytest.mark.django_db(transaction=True)
+OTHER_TASK = "ingest.tasks.recrawl_due_task"
+
+
+@pytest.fixture(autouse=True)
+def source(transactional_db) -> Source:
+    source = Source.objects.create(name="Example docs", seed_urls=f"{SITE}/")
+    OrmQ.objects.all().delete()  # the rescope its creation queued
+    return source
+
+
+def new_pages(count: int, start: int = 0) -> list[Delivery]:
+    return [
+        receive_delivery(
+            f"{SITE}/p{n}/", page_html(f"Page {n}", ("About", f"Topic {n}."))
+        )
+        for n in range(start, start + count)
+    ]
+
+
+def job_of(delivery: Delivery) -> OrmQ | None:
+    return next(
+        (job for job in OrmQ.objects.all() if job.task.get("args") == (delivery.pk,)),
+        None,
+    )
+
+
+def taken_by_a_worker(delivery: Delivery) -> None:
+    job = job_of(delivery)
+    assert job is not None
+    until = timezone.now() + timedelta(seconds=settings.Q_RETRY)
+    OrmQ.objects.filter(pk=job.pk).update(lock=until)
+
+
+def run_as_a_worker(delivery: Delivery) -> str | None:
+    taken_by_a_worker(delivery)
+    job = job_of(delivery)
+    result = delivery_process_task(delivery.pk)
+    OrmQ.objects.filter(pk=job.pk).delete()
+    return result
+
+
+def untouched(delivery: Delivery) -> bool:
+    now, job = Delivery.objects.get(pk=delivery.pk), job_of(delivery)
+    return (
+        (now.state, now.attempts) == (Delivery.State.QUEUED, 0)
+        and job is not None
+        and job.lock <= timezone.now()
+    )
+
+
+def test_a_job_runs_the_waiting_deliveries_after_its_own_each_once():
+    first, *waiting = new_pages(4)
+
+    assert run_as_a_worker(first) == Delivery.Outcome.EMBEDDED
+
+    assert not OrmQ.objects.exists(), "every job it carried left the queue"
+    for delivery in [first, *waiting]:
+        done = Delivery.objects.get(pk=delivery.pk)
+        assert (done.state, done.outcome, done.attempts) == ("done", "embedded", 1)
+        assert PageVersion.objects.filter(page_id=done.page_id).count() == 1
+
+
+def test_a_job_of_another_task_ends_the_carrying_and_is_left_to_the_cluster():
+    first, before = new_pages(2)
+    async_task(OTHER_TASK)
+    (after,) = new_pages(1, start=2)
+    other = next(job for job in OrmQ.objects.all() if job.task["func"] == OTHER_TASK)
+
+    run_as_a_worker(first)
+
+    assert Delivery.objects.get(pk=before.pk).outcome == Delivery.Outcome.EMBEDDED
+    assert OrmQ.objects.get(pk=other.pk).lock == other.lock, "left as it was"
+    assert untouched(after)
+
+
+def test_a_job_another_worker_took_is_not_carried():
+    first, taken, waiting = new_pages(3)
+    taken_by_a_worker(taken)
+
+    run_as_a_worker(first)
+
+    assert Delivery.objects.get(pk=taken.pk).state == Delivery.State.QUEUED
+    assert job_of(taken).lock > timezone.now()
+    assert Delivery.objects.get(pk=waiting.pk).state == Delivery.State.DONE
+
+
+@pytest.mark.parametrize(
+    ("batch", "timeout", "done"),
+    [(2, 300, 2), (1, 300, 1), (50, 0, 1)],
+    ids=["DELIVERY_BATCH 2", "DELIVERY_BATCH 1", "no time left"],
+)
+def test_a_job_carries_at_most_its_batch_within_its_time(
+    settings, batch, timeout, done
+):
+    settings.DELIVERY_BATCH, settings.Q_TIMEOUT = batch, timeout
+    first, *waiting = new_pages(4)
+
+    run_as_a_worker(first)
+
+    ran = [d for d in waiting if Delivery.objects.get(pk=d.pk).state == "done"]
+    assert len(ran) == done - 1
+    assert all(untouched(d) for d in waiting if d not in ran)
+
+
+def test_a_carried_run_cut_off_leaves_its_job_to_run_again():
+    first, cut, waiting = new_pages(3)
+    real = carry.delivery_process
+
+    def process(*, delivery_id):
+        if delivery_id == cut.pk:
+            raise OperationalError("the database system is shutting down")
+        return real(delivery_id=delivery_id)
+
+    with (
+        mock.patch.object(carry, "delivery_process", process),
+        pytest.raises(OperationalError),
+    ):
+        run_as_a_worker(first)
+
+    # Its job stays on the queue, taken: offered again after Q_RETRY (or the
+    # sweep queues the delivery again sooner); nothing after it was taken.
+    assert job_of(cut).lock > timezone.now()
+    assert untouched(waiting)
