@@ -40,7 +40,8 @@ def deliveries_carry(*, delivery_id: int) -> Delivery.Outcome | Delivery.State |
         job_id, carried = taken
         # An error escaping the run (the database gone while it recorded a
         # retry) ends the carrying; the job, still on the queue, runs again
-        # after Q_RETRY, or the sweep queues its delivery again sooner.
+        # after Q_RETRY, or the sweep queues its delivery again sooner if the
+        # run had claimed it.
         delivery_process(delivery_id=carried)
         delivery_job_done(job_id)
     return result

@@ -267,7 +267,7 @@ def job_delivery(payload: str) -> int | None:
         return None
     if not isinstance(task, dict) or task.get("func") != TASK or task.get("kwargs"):
         return None
-    args = task.get("args") or ()
+    args: tuple = task.get("args") or ()
     return args[0] if len(args) == 1 and isinstance(args[0], int) else None
 
 
