@@ -255,7 +255,7 @@ def _json_value(value: object) -> object:
     if isinstance(value, datetime | date | time):
         return value.isoformat()
     if isinstance(value, timedelta):
-        return f"{value.total_seconds()} seconds"
+        return f"{value.days} days {value.seconds} seconds {value.microseconds} us"
     if isinstance(value, Decimal | UUID):
         return str(value)
     if isinstance(value, bytes | memoryview):

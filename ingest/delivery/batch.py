@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from django.utils import timezone
 from django_q.models import OrmQ
 
@@ -40,7 +40,7 @@ from ingest.delivery.outcome import (
     decide,
     delivery_read_unread,
 )
-from ingest.delivery.queue import delivery_jobs_waiting
+from ingest.delivery.queue import delivery_jobs_waiting, error_name
 from ingest.pushing.models import Push
 from kbsite import locks
 from kbsite.sqlrows import rows_update
@@ -95,9 +95,25 @@ def deliveries_settle(
             others = _others_take(
                 limit=settings.DELIVERY_BATCH - 1, own=own, scope=scope, held=held
             )
-            _record([own, *others])
+            # Let go while the jobs' rows are still locked, so that a worker
+            # taking one once this transaction ends finds its delivery free (and
+            # done, if it was recorded). After a database error the transaction
+            # is spoilt: they go after its rollback.
+            try:
+                _record([own, *others])
+            except Unsettled:
+                held.let_go()
+                raise
+            held.let_go()
     except Unsettled:
         return None  # rolled back: every job it took is waiting again
+    except DatabaseError as exc:
+        # A deadlock, say, met by the batch: the delivery goes on alone.
+        logger.warning(
+            "delivery %s: recording it with others failed, alone now: %s",
+            delivery.pk, error_name(exc),
+        )  # fmt: skip
+        return None
     if others:
         logger.info(
             "delivery %s (rid %s) recorded %d more deliveries with its own",
@@ -106,20 +122,36 @@ def deliveries_settle(
     return decision.outcome
 
 
+class _Held:
+    """The deliveries whose run locks a batch took."""
+
+    def __init__(self) -> None:
+        self.keys: set[int] = set()
+
+    def let_go(self, keys: set[int] | None = None) -> None:
+        """Let go of ``keys`` (all by default)."""
+        keys = self.keys if keys is None else keys & self.keys
+        if keys:
+            locks.session_locks_release(lock=locks.DELIVERY_RUNS, keys=keys)
+            self.keys -= keys
+
+
 @contextmanager
-def _held_by_this_run() -> Iterator[set[int]]:
-    """The deliveries whose locks the block takes (it adds them to the set): let go
-    of at its end, after its transaction."""
-    held: set[int] = set()
+def _held_by_this_run() -> Iterator[_Held]:
+    """The deliveries whose locks the block takes: those it has not let go of
+    are let go of at its end, after its transaction."""
+    held = _Held()
     try:
         yield held
     finally:
-        if held:
-            locks.session_locks_release(lock=locks.DELIVERY_RUNS, keys=held)
+        try:
+            held.let_go()
+        except DatabaseError:
+            pass  # the session is gone (the database restarted), its locks with it
 
 
 def _others_take(
-    *, limit: int, own: _Member, scope: ScopeMap, held: set[int]
+    *, limit: int, own: _Member, scope: ScopeMap, held: _Held
 ) -> list[_Member]:
     """Up to ``limit`` waiting jobs, oldest first, whose deliveries this run may
     record with its own: their rows (and their pages') locked until the
@@ -127,9 +159,9 @@ def _others_take(
     jobs = delivery_jobs_waiting(limit)
     if not jobs:
         return []
-    held |= locks.session_locks_try(lock=locks.DELIVERY_RUNS, keys=jobs)
+    held.keys |= locks.session_locks_try(lock=locks.DELIVERY_RUNS, keys=jobs)
     waiting = Delivery.objects.select_related("push").filter(
-        pk__in=held,
+        pk__in=held.keys,
         state__in=Delivery.WAITING,
         attempts__lt=settings.DELIVERY_MAX_ATTEMPTS,
     )
@@ -146,10 +178,16 @@ def _others_take(
         page = by_url.get(delivery.url) if delivery else None
         if delivery is None or page is None or page.pk in taken:
             continue
-        member = _member(delivery, page, job, scope)
+        try:
+            member = _member(delivery, page, job, scope)
+        except Exception:  # left to its own job, whose run will say why
+            logger.exception("delivery %s: not recorded with others", delivery_id)
+            continue
         if member is not None:
             taken.add(page.pk)
             others.append(member)
+    # Those left to their own jobs at once.
+    held.let_go(held.keys - {member.delivery.pk for member in others})
     return others
 
 

@@ -179,6 +179,20 @@ def test_several_keys_are_taken_at_once_but_those_held_elsewhere():
     assert locks.session_locks_try(lock=locks.DELIVERY_RUNS, keys=[]) == set()
 
 
+@pytest.mark.django_db
+def test_keys_sharing_a_lock_let_go_of_it_once():
+    # This session holds 9 on its own account (a run's own delivery), then
+    # takes 9 and 2^32 + 9 with others: one more hold, let go of once.
+    assert locks.session_lock_try(lock=locks.DELIVERY_RUNS, key=9)
+    taken = locks.session_locks_try(lock=locks.DELIVERY_RUNS, keys=[9, 2**32 + 9])
+    assert taken == {9, 2**32 + 9}
+
+    locks.session_locks_release(lock=locks.DELIVERY_RUNS, keys=taken)
+
+    assert locks.keys_held(lock=locks.DELIVERY_RUNS) == {9}, "its own hold stays"
+    assert locks.session_lock_release(lock=locks.DELIVERY_RUNS, key=9)
+
+
 @pytest.mark.parametrize(
     "call",
     [

@@ -129,6 +129,23 @@ class RowsUpdateTests(TestCase):
             assert [getattr(read, name) for name in self.FIELDS] == list(row)
             assert read.title == page.title and read.url == page.url
 
+    def test_durations_keep_their_microseconds(self):
+        source = Source.objects.create(name="Docs", seed_urls="https://d.example/")
+        every = [
+            timedelta(microseconds=1), timedelta(microseconds=50),
+            timedelta(days=400, seconds=3, microseconds=7), None,
+        ]  # fmt: skip
+        pages = []
+        for n, value in enumerate(every):
+            page = Page.objects.create(source=source, url=f"https://d.example/{n}")
+            page.recrawl_every = value
+            pages.append(page)
+
+        assert rows_update(pages, ["recrawl_every"]) == len(every)
+
+        read = [Page.objects.get(pk=p.pk).recrawl_every for p in pages]
+        assert read == every
+
     def test_the_statement_is_the_same_for_any_number_of_rows(self):
         source = Source.objects.create(name="Docs", seed_urls="https://d.example/")
         pages = [

@@ -12,7 +12,7 @@ from unittest import mock
 
 import pytest
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import OperationalError, connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from django_q.models import OrmQ
@@ -318,3 +318,59 @@ def test_a_delivery_of_a_push_marks_its_push_delivered():
         assert push.state == Push.State.DELIVERED and push.delivered_at
         page = Page.objects.get(url=delivery.url)
         assert page.last_crawled_at == push.pushed_at, "the crawl is the push's"
+
+
+def test_the_run_locks_are_let_go_before_the_transaction_ends():
+    site_crawled(4)
+    own, recorded, changed = recrawled(range(2)) + [
+        receive_delivery(url(2), html(2, " Edited."))
+    ]
+    let_go: list[tuple[bool, set[int]]] = []
+    real = batch._Held.let_go
+
+    def spy(self, keys=None):
+        let_go.append(
+            (connection.in_atomic_block, set(self.keys if keys is None else keys))
+        )
+        return real(self, keys)
+
+    with mock.patch.object(batch._Held, "let_go", spy):
+        run_as_a_worker(own)
+
+    # The delivery left to its own job at once, the recorded one once recorded:
+    # both while the transaction, and the jobs' rows, were still held.
+    assert (True, {changed.pk}) in let_go
+    assert (True, {recorded.pk}) in let_go
+    assert untouched(changed)
+    assert not locks.keys_held(lock=locks.DELIVERY_RUNS)
+
+
+def test_an_error_deciding_another_delivery_leaves_it_to_its_own_job():
+    site_crawled(3)
+    own, broken, plain = recrawled(range(3))
+    real = batch.delivery_read_unread
+
+    def read(delivery, page, **options):
+        if delivery.pk == broken.pk:
+            raise ValueError("a defect met reading it")
+        return real(delivery, page, **options)
+
+    with mock.patch.object(batch, "delivery_read_unread", read):
+        assert run_as_a_worker(own) == Delivery.Outcome.UNCHANGED
+
+    assert untouched(broken)
+    assert Delivery.objects.get(pk=plain.pk).outcome == Delivery.Outcome.UNCHANGED
+
+
+def test_a_database_error_in_the_batch_leaves_the_run_s_delivery_to_go_on_alone():
+    site_crawled(3)
+    own, *others = recrawled(range(3))
+
+    deadlock = OperationalError("deadlock detected")
+    with mock.patch.object(batch, "rows_update", side_effect=deadlock):
+        assert run_as_a_worker(own) == Delivery.Outcome.UNCHANGED
+
+    done = Delivery.objects.get(pk=own.pk)
+    assert (done.state, done.attempts, done.error) == ("done", 1, "")
+    assert all(untouched(delivery) for delivery in others)
+    assert not locks.keys_held(lock=locks.DELIVERY_RUNS)
