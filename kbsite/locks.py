@@ -156,7 +156,7 @@ def session_locks_try(*, lock: AdvisoryLock, keys: Iterable[int]) -> set[int]:
     if not wanted:
         return set()
     with connection.cursor() as cursor:
-        cursor.execute(_many_try(), [sorted(set(wanted.values())), lock.number])
+        cursor.execute(_many(_TRY), [sorted(set(wanted.values())), lock.number])
         taken = {row[0] for row in cursor.fetchall()}
     return {key for key, held in wanted.items() if held in taken}
 
@@ -167,7 +167,7 @@ def session_locks_release(*, lock: AdvisoryLock, keys: Iterable[int]) -> None:
     wanted = sorted({space_key(key) for key in _space_keys(lock, keys)})
     if wanted:
         with connection.cursor() as cursor:
-            cursor.execute(_many_release(), [lock.number, wanted])
+            cursor.execute(_many(_RELEASE), [lock.number, wanted])
 
 
 def xact_lock_wait(
@@ -222,21 +222,14 @@ def _statement(function: str, args: int) -> str:
     return SQL("SELECT {}({})").format(Identifier(function), placeholders).as_string()
 
 
-@cache
-def _many_try() -> str:
-    """Several keys of one space taken without waiting: those taken."""
-    return (
-        SQL("SELECT k FROM unnest(%s::int4[]) AS keys(k) WHERE {}(%s, k)")
-        .format(Identifier(_TRY))
-        .as_string()
-    )
+# Several keys of one space in one statement: taken without waiting (those taken
+# are read back), or let go of, once each.
+_MANY = {
+    _TRY: "SELECT k FROM unnest(%s::int4[]) AS keys(k) WHERE {}(%s, k)",
+    _RELEASE: "SELECT {}(%s, k) FROM unnest(%s::int4[]) AS keys(k)",
+}
 
 
 @cache
-def _many_release() -> str:
-    """Several keys of one space let go of, one release each."""
-    return (
-        SQL("SELECT {}(%s, k) FROM unnest(%s::int4[]) AS keys(k)")
-        .format(Identifier(_RELEASE))
-        .as_string()
-    )
+def _many(function: str) -> str:
+    return SQL(_MANY[function]).format(Identifier(function)).as_string()
