@@ -1,15 +1,15 @@
-"""A delivery's job carries the waiting deliveries after its own.
+"""A delivery's job may carry the waiting deliveries after its own.
 
 Each delivery has a job on the queue, and taking a job through the cluster (its
 pusher reading and locking the row, handing the job to a worker through a pipe,
-its monitor deleting the row after) cost a first crawl about as much as a page's
-own statements. So a job, once its delivery has run, takes the next waiting
-delivery's job itself, as a worker of the cluster would take it (the row's lock
-moved on, so that it runs again should this run die), runs it, and takes it off
-the queue: up to ``DELIVERY_BATCH`` deliveries a job, for at most a tenth of
-``Q_TIMEOUT``. Each delivery keeps its own run (its claim, its transaction, its
-retry); a job of another task at the head of the queue ends the carrying, and is
-left to the cluster.
+its monitor deleting the row after) takes 2-4 ms of two cores (2,000 empty jobs
+went through at 506 a second). So a job, once its delivery has run, may take
+the next waiting delivery's job itself, as a worker of the cluster would take it
+(the row's lock moved on, so that it runs again should this run die), run it,
+and take it off the queue: up to ``DELIVERY_CARRY`` deliveries a job (1, the
+default: none carried), for at most a tenth of ``Q_TIMEOUT``. Each delivery
+keeps its own run (its claim, its transaction, its retry); a job of another task
+at the head of the queue ends the carrying, and is left to the cluster.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def deliveries_carry(*, delivery_id: int) -> Delivery.Outcome | Delivery.State |
     ``delivery_process`` gives it)."""
     deadline = time.monotonic() + settings.Q_TIMEOUT / 10
     result = delivery_process(delivery_id=delivery_id)
-    for _ in range(settings.DELIVERY_BATCH - 1):
+    for _ in range(settings.DELIVERY_CARRY - 1):
         if time.monotonic() >= deadline:
             break
         taken = delivery_job_take()

@@ -25,6 +25,11 @@ OTHER_TASK = "ingest.tasks.recrawl_due_task"
 
 
 @pytest.fixture(autouse=True)
+def carrying(settings) -> None:
+    settings.DELIVERY_CARRY = 50
+
+
+@pytest.fixture(autouse=True)
 def source(transactional_db) -> Source:
     source = Source.objects.create(name="Example docs", seed_urls=f"{SITE}/")
     OrmQ.objects.all().delete()  # the rescope its creation queued
@@ -71,6 +76,15 @@ def untouched(delivery: Delivery) -> bool:
     )
 
 
+def test_by_default_a_job_runs_its_own_delivery_alone(settings):
+    settings.DELIVERY_CARRY = 1
+    first, *waiting = new_pages(2)
+
+    assert run_as_a_worker(first) == Delivery.Outcome.EMBEDDED
+
+    assert all(untouched(delivery) for delivery in waiting)
+
+
 def test_a_job_runs_the_waiting_deliveries_after_its_own_each_once():
     first, *waiting = new_pages(4)
 
@@ -108,14 +122,14 @@ def test_a_job_another_worker_took_is_not_carried():
 
 
 @pytest.mark.parametrize(
-    ("batch", "timeout", "done"),
+    ("carry", "timeout", "done"),
     [(2, 300, 2), (1, 300, 1), (50, 0, 1)],
-    ids=["DELIVERY_BATCH 2", "DELIVERY_BATCH 1", "no time left"],
+    ids=["DELIVERY_CARRY 2", "DELIVERY_CARRY 1", "no time left"],
 )
-def test_a_job_carries_at_most_its_batch_within_its_time(
-    settings, batch, timeout, done
+def test_a_job_carries_at_most_its_share_within_its_time(
+    settings, carry, timeout, done
 ):
-    settings.DELIVERY_BATCH, settings.Q_TIMEOUT = batch, timeout
+    settings.DELIVERY_CARRY, settings.Q_TIMEOUT = carry, timeout
     first, *waiting = new_pages(4)
 
     run_as_a_worker(first)
