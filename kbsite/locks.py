@@ -187,14 +187,14 @@ def xact_lock_try(*, lock: AdvisoryLock, key: int | None = None) -> bool:
 def keys_held(*, lock: AdvisoryLock) -> set[int]:
     """The keys (as :func:`space_key` gives them) of the space ``lock`` whose lock
     some session of this database holds."""
-    if not lock.space:
-        raise TypeError(f"{lock.name} is a key, not a space of keys")
+    _space_keys(lock, ())
     with connection.cursor() as cursor:
         cursor.execute(_KEYS_HELD, [lock.number])
         return {space_key(row[0]) for row in cursor.fetchall()}
 
 
 def _space_keys(lock: AdvisoryLock, keys: Iterable[int]) -> list[int]:
+    """``keys`` of ``lock``, which must be a space of keys."""
     if not lock.space:
         raise TypeError(f"{lock.name} is a key, not a space of keys")
     return list(keys)

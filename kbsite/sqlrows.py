@@ -169,7 +169,7 @@ class Insert:
 
 class Recordset:
     """The values of many rows as one parameter of a statement: a JSON array read
-    by ``jsonb_to_recordset`` under ``alias``, one typed column per field of
+    by ``jsonb_to_recordset`` as ``v``, one typed column per field of
     ``model`` (and per ``extra`` name, with its SQL type). The statement's text is
     the same however many rows there are, where a VALUES list or Django's
     ``bulk_update`` (a CASE per field, a WHEN per row) writes a new one each time.
@@ -182,7 +182,6 @@ class Recordset:
         model: type[models.Model],
         fields: Sequence[str],
         *,
-        alias: str = "v",
         extra: Mapping[str, str] | None = None,
     ):
         self.fields = tuple(_field(model, name) for name in fields)
@@ -194,8 +193,8 @@ class Recordset:
             SQL("{} {}").format(Identifier(_column(f)), SQL(_db_type(f)))
             for f in self.fields
         ] + [SQL("{} {}").format(Identifier(n), SQL(t)) for n, t in self._extra.items()]
-        self.sql = SQL("jsonb_to_recordset(%s::jsonb) AS {}({})").format(
-            Identifier(alias), COMMA.join(typed)
+        self.sql = SQL("jsonb_to_recordset(%s::jsonb) AS v({})").format(
+            COMMA.join(typed)
         )
 
     def param(self, rows: Iterable[Mapping[str, object]]) -> str:

@@ -238,7 +238,7 @@ def _record(members: list[_Member]) -> None:
             )
         )
     rows_update(verified, VERIFIED_FIELDS)
-    recorded = sql.deliveries_settle(settled=settled, at=now)
+    recorded = sql.deliveries_done_together(settled=settled, at=now)
     if len(recorded) != len(settled):
         raise Unsettled(f"{len(settled) - len(recorded)} deliveries moved meanwhile")
     pushes = [m.delivery.push_id for m in members if m.delivery.push_id]

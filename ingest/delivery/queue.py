@@ -302,7 +302,8 @@ def delivery_job_take() -> tuple[int, int] | None:
     job_id, payload, lock = taken
     delivery_id = job_delivery(payload)
     if delivery_id is None:
-        sql.job_lock_set(job_id=job_id, lock=lock)  # as it was: not ours to run
+        # As it was: not ours to run.
+        OrmQ.objects.filter(pk=job_id).update(lock=lock)
         return None
     return job_id, delivery_id
 

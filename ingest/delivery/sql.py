@@ -10,7 +10,7 @@ callers give values, never SQL.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass, fields
 from datetime import datetime
 
 from django.db import connection, connections
@@ -96,36 +96,40 @@ def postmaster_started_at() -> datetime:
 
 # Deliveries recorded done together (``ingest.delivery.batch``), each only if it is
 # as its run read it (waiting, its attempts counted as seen): the ids recorded.
-SETTLED = Recordset(
+DONE_TOGETHER = Recordset(
     Delivery,
     ("pk", "outcome", "error", "page", "attempts", "claimed_at"),
     extra={"seen": "integer"},
 )
-_SETTLED_SQL = SQL(
-    "UPDATE {table} AS t SET {state} = %s, {processed_at} = %s, "
-    "{next_attempt_at} = NULL, {body} = NULL, {outcome} = v.{outcome}, "
-    "{error} = v.{error}, {page} = v.{page}, {attempts} = v.{attempts}, "
-    "{claimed_at} = v.{claimed_at} FROM {rows} "
-    "WHERE t.{id} = v.{id} AND t.{state} IN (%s, %s) AND t.{attempts} = v.seen "
-    "RETURNING t.{id}"
-).format(
-    table=table(Delivery),
-    rows=SETTLED.sql,
-    **{
-        name: column(Delivery, name)
-        for name in (
-            "state",
-            "processed_at",
-            "next_attempt_at",
-            "body",
-            "outcome",
-            "error",
-            "page",
-            "attempts",
-            "claimed_at",
-        )
-    },  # fmt: skip
-    id=column(Delivery, "pk"),
+_DONE_TOGETHER_SQL = (
+    SQL(
+        "UPDATE {table} AS t SET {state} = %s, {processed_at} = %s, "
+        "{next_attempt_at} = NULL, {body} = NULL, {outcome} = v.{outcome}, "
+        "{error} = v.{error}, {page} = v.{page}, {attempts} = v.{attempts}, "
+        "{claimed_at} = v.{claimed_at} FROM {rows} "
+        "WHERE t.{id} = v.{id} AND t.{state} IN (%s, %s) AND t.{attempts} = v.seen "
+        "RETURNING t.{id}"
+    )
+    .format(
+        table=table(Delivery),
+        rows=DONE_TOGETHER.sql,
+        id=column(Delivery, "pk"),
+        **{
+            name: column(Delivery, name)
+            for name in (
+                "state",
+                "processed_at",
+                "next_attempt_at",
+                "body",
+                "outcome",
+                "error",
+                "page",
+                "attempts",
+                "claimed_at",
+            )
+        },
+    )
+    .as_string()
 )
 
 
@@ -143,35 +147,34 @@ class Settled:
     claimed_at: datetime
 
 
-def deliveries_settle(*, settled: list[Settled], at: datetime) -> set[int]:
+def deliveries_done_together(*, settled: list[Settled], at: datetime) -> set[int]:
     """Record these deliveries done at ``at`` in one statement, each only if it is
     still waiting as its run saw it: the ids recorded."""
-    rows = [
-        {"pk": s.pk, "outcome": s.outcome, "error": s.error, "page": s.page,
-         "attempts": s.attempts, "claimed_at": s.claimed_at, "seen": s.seen}
-        for s in settled
-    ]  # fmt: skip
     params: list[str | datetime] = [
-        str(Delivery.State.DONE), at, SETTLED.param(rows),
+        str(Delivery.State.DONE), at, DONE_TOGETHER.param(map(asdict, settled)),
         *(str(state) for state in Delivery.WAITING),
     ]  # fmt: skip
     with connection.cursor() as cursor:
-        cursor.execute(_SETTLED_SQL.as_string(), params)
+        cursor.execute(_DONE_TOGETHER_SQL, params)
         return {row[0] for row in cursor.fetchall()}
 
 
 # The oldest waiting job of a queue that no other transaction holds, taken as a
 # cluster's worker takes one: its lock moved on. Returns the job, its payload and
 # its lock as it was.
-_JOB_TAKE = SQL(
-    "WITH oldest AS (SELECT {id}, {lock} FROM {table} WHERE {key} = %s "
-    "AND {lock} < %s ORDER BY {id} LIMIT 1 FOR UPDATE SKIP LOCKED) "
-    "UPDATE {table} AS q SET {lock} = %s FROM oldest WHERE q.{id} = oldest.{id} "
-    "RETURNING q.{id}, q.{payload}, oldest.{lock}"
-).format(
-    table=table(OrmQ),
-    **{name: column(OrmQ, name) for name in ("key", "lock", "payload")},
-    id=column(OrmQ, "pk"),
+_JOB_TAKE = (
+    SQL(
+        "WITH oldest AS (SELECT {id}, {lock} FROM {table} WHERE {key} = %s "
+        "AND {lock} < %s ORDER BY {id} LIMIT 1 FOR UPDATE SKIP LOCKED) "
+        "UPDATE {table} AS q SET {lock} = %s FROM oldest "
+        "WHERE q.{id} = oldest.{id} RETURNING q.{id}, q.{payload}, oldest.{lock}"
+    )
+    .format(
+        table=table(OrmQ),
+        id=column(OrmQ, "pk"),
+        **{name: column(OrmQ, name) for name in ("key", "lock", "payload")},
+    )
+    .as_string()
 )
 
 
@@ -181,11 +184,6 @@ def job_take(
     """The oldest job of queue ``key`` waiting at ``now``, its lock moved to
     ``until``: (its id, its payload, its lock before); None if none waits."""
     with connection.cursor() as cursor:
-        cursor.execute(_JOB_TAKE.as_string(), [key, now, until])
+        cursor.execute(_JOB_TAKE, [key, now, until])
         row = cursor.fetchone()
     return None if row is None else (row[0], row[1], row[2])
-
-
-def job_lock_set(*, job_id: int, lock: datetime) -> None:
-    """Put a job's lock back to ``lock``."""
-    OrmQ.objects.filter(pk=job_id).update(lock=lock)

@@ -19,11 +19,16 @@ from django_q.models import OrmQ
 from django_q.tasks import async_task
 
 from ingest.delivery import batch
-from ingest.delivery.job import delivery_process
 from ingest.delivery.models import Delivery
 from ingest.pushing.models import Push
 from kbsite import locks
 from sources.models import Page, Source
+from tests.ingest.delivery.jobs import (
+    delivery_jobs,
+    job_of,
+    run_as_a_worker,
+    untouched,
+)
 from tests.world import SITE, receive_delivery, run_queued
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -69,40 +74,6 @@ def recrawled(pages: range, *, status: int = 200) -> list[Delivery]:
     """Each page delivered again, unchanged: a 304, or the same body."""
     body = lambda n: "" if status == 304 else html(n)  # noqa: E731
     return [receive_delivery(url(n), body(n), original_status=status) for n in pages]
-
-
-def delivery_jobs() -> list[OrmQ]:
-    return [job for job in OrmQ.objects.all() if job.task["func"] == TASK]
-
-
-def job_of(delivery: Delivery) -> OrmQ | None:
-    jobs = OrmQ.objects.all()
-    return next((job for job in jobs if job.task["args"] == (delivery.pk,)), None)
-
-
-def run_as_a_worker(delivery: Delivery) -> object:
-    """The delivery's job as a worker runs it: taken off the waiting queue first
-    (its lock moved past now), acknowledged after."""
-    job = job_of(delivery)
-    assert job is not None, "the delivery has no job on the queue"
-    OrmQ.objects.filter(pk=job.pk).update(
-        lock=timezone.now() + timedelta(seconds=settings.Q_RETRY)
-    )
-    result = delivery_process(delivery_id=delivery.pk)
-    OrmQ.objects.filter(pk=job.pk).delete()
-    return result
-
-
-def untouched(delivery: Delivery) -> bool:
-    """Still waiting for its own job, which is still waiting for a worker."""
-    now = Delivery.objects.get(pk=delivery.pk)
-    job = job_of(delivery)
-    return (
-        now.state == Delivery.State.QUEUED
-        and now.attempts == 0
-        and job is not None
-        and job.lock <= timezone.now()
-    )
 
 
 @pytest.mark.parametrize("status", [200, 304], ids=["the same body", "304"])

@@ -4,11 +4,9 @@ then taken off the queue; never a job another worker took, never another task's.
 
 from __future__ import annotations
 
-from datetime import timedelta
 from unittest import mock
 
 import pytest
-from django.conf import settings
 from django.db import OperationalError
 from django.utils import timezone
 from django_q.models import OrmQ
@@ -16,8 +14,13 @@ from django_q.tasks import async_task
 
 from ingest.delivery import carry
 from ingest.delivery.models import Delivery
-from ingest.tasks import delivery_process_task
 from sources.models import PageVersion, Source
+from tests.ingest.delivery.jobs import (
+    job_of,
+    run_as_a_worker,
+    taken_by_a_worker,
+    untouched,
+)
 from tests.world import SITE, page_html, receive_delivery
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -43,37 +46,6 @@ def new_pages(count: int, start: int = 0) -> list[Delivery]:
         )
         for n in range(start, start + count)
     ]
-
-
-def job_of(delivery: Delivery) -> OrmQ | None:
-    return next(
-        (job for job in OrmQ.objects.all() if job.task.get("args") == (delivery.pk,)),
-        None,
-    )
-
-
-def taken_by_a_worker(delivery: Delivery) -> None:
-    job = job_of(delivery)
-    assert job is not None
-    until = timezone.now() + timedelta(seconds=settings.Q_RETRY)
-    OrmQ.objects.filter(pk=job.pk).update(lock=until)
-
-
-def run_as_a_worker(delivery: Delivery) -> str | None:
-    taken_by_a_worker(delivery)
-    job = job_of(delivery)
-    result = delivery_process_task(delivery.pk)
-    OrmQ.objects.filter(pk=job.pk).delete()
-    return result
-
-
-def untouched(delivery: Delivery) -> bool:
-    now, job = Delivery.objects.get(pk=delivery.pk), job_of(delivery)
-    return (
-        (now.state, now.attempts) == (Delivery.State.QUEUED, 0)
-        and job is not None
-        and job.lock <= timezone.now()
-    )
 
 
 def test_by_default_a_job_runs_its_own_delivery_alone(settings):
