@@ -2,14 +2,15 @@
 
 Each delivery has a job on the queue, and taking a job through the cluster (its
 pusher reading and locking the row, handing the job to a worker through a pipe,
-its monitor deleting the row after) takes 2-4 ms of two cores (2,000 empty jobs
-went through at 506 a second). So a job, once its delivery has run, may take
-the next waiting delivery's job itself, as a worker of the cluster would take it
-(the row's lock moved on, so that it runs again should this run die), run it,
-and take it off the queue: up to ``DELIVERY_CARRY`` deliveries a job (1, the
-default: none carried), for at most a tenth of ``Q_TIMEOUT``. Each delivery
-keeps its own run (its claim, its transaction, its retry); a job of another task
-at the head of the queue ends the carrying, and is left to the cluster.
+its monitor deleting the row after) takes about 2 ms of a two-core machine's
+time (2,000 empty jobs went through at 506 a second). So a job, once its
+delivery has run, may take the next waiting delivery's job itself, as a worker
+of the cluster would take it (the row's lock moved on, so that it runs again
+should this run die), run it, and take it off the queue: up to
+``DELIVERY_CARRY`` deliveries a job (1, the default: none carried), for at most
+a tenth of ``Q_TIMEOUT``. Each delivery keeps its own run (its claim, its
+transaction, its retry); a job of another task at the head of the queue ends
+the carrying, and is left to the cluster.
 """
 
 from __future__ import annotations
