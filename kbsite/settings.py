@@ -281,6 +281,17 @@ REJECTED_BODY_KEEP_DAYS = env_int("REJECTED_BODY_KEEP_DAYS", 14, minimum=0)
 # source's live pages, is boilerplate and is stripped before hashing and chunking.
 BOILERPLATE_MIN_PAGES = env_int("BOILERPLATE_MIN_PAGES", 10, minimum=2)
 BOILERPLATE_MIN_SHARE = env_int("BOILERPLATE_MIN_SHARE", 50, minimum=1, maximum=100)
+# A shape once stripped stays stripped until it is on fewer than this percentage of
+# the live pages. While a site is first crawled, the share of its pages carrying a
+# line moves a page at a time: with one bar, a line on about half of them left and
+# came back with nearly every page delivered (18 times in the manual's first 100),
+# each time queueing its pages to be derived again.
+BOILERPLATE_KEEP_SHARE = env_int(
+    "BOILERPLATE_KEEP_SHARE",
+    BOILERPLATE_MIN_SHARE * 4 // 5,
+    minimum=0,
+    maximum=BOILERPLATE_MIN_SHARE,
+)
 
 # -- Outgoing notifications (ingest.notify) ------------------------------------
 # A subscription's changes are sent once its burst has settled: no new change for

@@ -7,12 +7,13 @@ from collections.abc import Iterable
 from datetime import datetime
 
 from django.conf import settings
-from django.db.models import Count, F, Subquery, Value
-from django.db.models.functions import Coalesce, Greatest, Least
+from django.db.models import Case, Count, F, Subquery, Value, When
+from django.db.models.functions import Coalesce, Least
+from django.db.models.lookups import GreaterThanOrEqual
 
 from kbsite.sitemaps import Entry
 from sources import sql
-from sources.models import LineShape, Page, Source
+from sources.models import EqualsAny, LineShape, Page, Source
 
 # URLs looked up at once (PostgreSQL takes at most 65,535 parameters a query).
 URL_BATCH = 10_000
@@ -20,7 +21,10 @@ URL_BATCH = 10_000
 
 def source_common_shapes(*, source: Source) -> set[int]:
     """Line shapes on enough of the source's live pages to count as boilerplate
-    (one statement: the live pages are counted inside it)."""
+    (one statement: the live pages are counted inside it): on at least
+    ``BOILERPLATE_MIN_PAGES`` pages and ``BOILERPLATE_MIN_SHARE`` % of them, or
+    for a shape the source's stored set strips already ``BOILERPLATE_KEEP_SHARE`` %.
+    """
     live = (
         Page.objects.filter(source_id=source.pk, status=Page.Status.LIVE)
         .order_by()
@@ -28,10 +32,20 @@ def source_common_shapes(*, source: Source) -> set[int]:
         .annotate(pages=Count("pk"))
         .values("pages")
     )
-    # ceil(live × share / 100) in integers, as PostgreSQL divides bigints.
-    share = Coalesce(Subquery(live), 0) * settings.BOILERPLATE_MIN_SHARE + 99
-    threshold = Greatest(Value(settings.BOILERPLATE_MIN_PAGES), share / 100)
-    shapes = LineShape.objects.filter(source=source, pages__gte=threshold)
+    share = Case(
+        When(
+            EqualsAny(F("shape"), F("source__common_shapes")),
+            then=Value(settings.BOILERPLATE_KEEP_SHARE),
+        ),
+        default=Value(settings.BOILERPLATE_MIN_SHARE),
+    )
+    # pages / live ≥ share / 100, in integers.
+    on_enough = GreaterThanOrEqual(
+        F("pages") * 100, Coalesce(Subquery(live), 0) * share
+    )
+    shapes = LineShape.objects.filter(
+        on_enough, source=source, pages__gte=settings.BOILERPLATE_MIN_PAGES
+    )
     return set(shapes.values_list("shape", flat=True))
 
 
@@ -48,8 +62,12 @@ def source_boilerplate_refresh(*, source: Source) -> set[int]:
     moved = Source.objects.filter(pk=source.pk, common_shapes=sorted(old)).update(
         common_shapes=sorted(fresh)
     )
+    if not moved:
+        # Another process moved the set first: read again under its set.
+        source.refresh_from_db(fields=["common_shapes"])
+        return set()
     source.common_shapes = sorted(fresh)
-    return fresh ^ old if moved else set()
+    return fresh ^ old
 
 
 def page_shapes_record(*, page: Page, shapes: dict[int, str]) -> None:

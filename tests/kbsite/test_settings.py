@@ -97,6 +97,11 @@ def test_vectors_up_to_what_a_half_precision_index_takes_are_accepted():
         ("SEARCH_HNSW_EF", "5", "SEARCH_HNSW_EF=5 must be at least 10 and at most"),
         ("SEARCH_HNSW_EF", "wide", "SEARCH_HNSW_EF='wide' is not a whole number"),
         ("INDEX_BUILD_MEMORY", "2gb", "INDEX_BUILD_MEMORY='2gb' is not a memory size"),
+        (
+            "BOILERPLATE_KEEP_SHARE",
+            "60",
+            "BOILERPLATE_KEEP_SHARE=60 must be at least 0 and at most 50",
+        ),
     ],
 )
 def test_a_bad_search_or_index_setting_stops_start_up_naming_it(name, value, message):
