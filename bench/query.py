@@ -277,6 +277,10 @@ def latency(args) -> None:
     paragraphs, headings = paragraphs_and_headings()
     if not args.reuse:
         fill(args.chunks, paragraphs, headings)
+    elif not Source.objects.filter(name="Synthetic").exists():
+        raise SystemExit(
+            "Nothing to reuse: run `bench.query latency` once without --reuse."
+        )
     else:
         sources_split()
     queries = random.Random(2).sample(headings, args.queries)
