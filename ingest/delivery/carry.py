@@ -7,10 +7,10 @@ time (2,000 empty jobs went through at 506 a second). So a job, once its
 delivery has run, may take the next waiting delivery's job itself, as a worker
 of the cluster would take it (the row's lock moved on, so that it runs again
 should this run die), run it, and take it off the queue: up to
-``DELIVERY_CARRY`` deliveries a job (1, the default: none carried), for at most
-a tenth of ``Q_TIMEOUT``. Each delivery keeps its own run (its claim, its
-transaction, its retry); a job of another task at the head of the queue ends
-the carrying, and is left to the cluster.
+``DELIVERY_CARRY`` deliveries a job (50 by default; 1: none carried), for at most
+``CARRY_SECONDS`` and a tenth of ``Q_TIMEOUT``. Each delivery keeps its own run
+(its claim, its transaction, its retry); a job of another task at the head of the
+queue ends the carrying, and is left to the cluster.
 """
 
 from __future__ import annotations
@@ -26,11 +26,18 @@ from ingest.delivery.queue import delivery_job_done, delivery_job_take
 
 logger = logging.getLogger(__name__)
 
+# The cluster's pusher takes jobs ahead of its workers (up to workers² of them wait
+# in its pipe), and a job it holds waits while a worker carries: no delivery is
+# taken after this long, so a publish check or a crawl queued behind a stream of
+# deliveries waits about that long (and the carried run under way). At about 20 ms
+# a new page with the hashing embedder, two seconds carry the 50.
+CARRY_SECONDS = 2.0
+
 
 def deliveries_carry(*, delivery_id: int) -> Delivery.Outcome | Delivery.State | None:
     """Run the delivery, then the waiting ones after it; the first's result (as
     ``delivery_process`` gives it)."""
-    deadline = time.monotonic() + settings.Q_TIMEOUT / 10
+    deadline = time.monotonic() + min(CARRY_SECONDS, settings.Q_TIMEOUT / 10)
     result = delivery_process(delivery_id=delivery_id)
     for _ in range(settings.DELIVERY_CARRY - 1):
         if time.monotonic() >= deadline:

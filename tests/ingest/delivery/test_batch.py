@@ -36,6 +36,13 @@ TASK = "ingest.tasks.delivery_process_task"
 
 
 @pytest.fixture(autouse=True)
+def alone(settings) -> None:
+    """Each job runs its own delivery only: what a batch leaves must stay on the
+    queue untouched (carrying is tests/ingest/delivery/test_carry.py's)."""
+    settings.DELIVERY_CARRY = 1
+
+
+@pytest.fixture(autouse=True)
 def source(transactional_db) -> Source:
     return Source.objects.create(name="Example docs", seed_urls=f"{SITE}/")
 

@@ -28,11 +28,6 @@ OTHER_TASK = "ingest.tasks.recrawl_due_task"
 
 
 @pytest.fixture(autouse=True)
-def carrying(settings) -> None:
-    settings.DELIVERY_CARRY = 50
-
-
-@pytest.fixture(autouse=True)
 def source(transactional_db) -> Source:
     source = Source.objects.create(name="Example docs", seed_urls=f"{SITE}/")
     OrmQ.objects.all().delete()  # the rescope its creation queued
@@ -48,7 +43,7 @@ def new_pages(count: int, start: int = 0) -> list[Delivery]:
     ]
 
 
-def test_by_default_a_job_runs_its_own_delivery_alone(settings):
+def test_with_delivery_carry_1_a_job_runs_its_own_delivery_alone(settings):
     settings.DELIVERY_CARRY = 1
     first, *waiting = new_pages(2)
 
@@ -94,14 +89,27 @@ def test_a_job_another_worker_took_is_not_carried():
 
 
 @pytest.mark.parametrize(
-    ("carry", "timeout", "done"),
-    [(2, 300, 2), (1, 300, 1), (50, 0, 1)],
-    ids=["DELIVERY_CARRY 2", "DELIVERY_CARRY 1", "no time left"],
+    ("share", "timeout", "seconds", "done"),
+    [
+        (50, 300, 2.0, 4),
+        (2, 300, 2.0, 2),
+        (1, 300, 2.0, 1),
+        (50, 0, 2.0, 1),
+        (50, 300, 0.0, 1),
+    ],
+    ids=[
+        "the default",
+        "DELIVERY_CARRY 2",
+        "DELIVERY_CARRY 1",
+        "no time left of Q_TIMEOUT",
+        "no time left of CARRY_SECONDS",
+    ],
 )
 def test_a_job_carries_at_most_its_share_within_its_time(
-    settings, carry, timeout, done
+    settings, monkeypatch, share, timeout, seconds, done
 ):
-    settings.DELIVERY_CARRY, settings.Q_TIMEOUT = carry, timeout
+    settings.DELIVERY_CARRY, settings.Q_TIMEOUT = share, timeout
+    monkeypatch.setattr(carry, "CARRY_SECONDS", seconds)
     first, *waiting = new_pages(4)
 
     run_as_a_worker(first)
