@@ -36,6 +36,7 @@ from pathlib import Path
 import psutil
 
 from bench.common import (
+    cluster_ready,
     django_fresh,
     django_with_fake_openai,
     embedding_usage,
@@ -162,15 +163,6 @@ def main() -> None:
         f"peak memory: bench process {memory.bench / mib:.0f} MiB, cluster (all "
         f"workers) {memory.workers / mib:.0f} MiB; first crawl {first:.1f} pages/s"
     )
-
-
-def cluster_ready(pid: int) -> None:
-    """Wait for the cluster's workers, so their start is not timed."""
-    process = psutil.Process(pid)
-    deadline = time.monotonic() + 60
-    while len(process.children(recursive=True)) < 4 and time.monotonic() < deadline:
-        time.sleep(0.2)
-    time.sleep(2)
 
 
 def crawl_once(site: Site, name: str, limit: int) -> float:

@@ -29,7 +29,13 @@ from __future__ import annotations
 import argparse
 import time
 
-from bench.common import deliver_all, django_fresh, start_cluster, stop_cluster
+from bench.common import (
+    cluster_ready,
+    deliver_all,
+    django_fresh,
+    start_cluster,
+    stop_cluster,
+)
 from bench.corpus import BASE_URL, pages
 
 
@@ -55,6 +61,7 @@ def main() -> None:
     threads = args.embedding_threads
     chosen = {"EMBEDDING_THREADS": str(threads)} if threads else {}
     cluster = start_cluster(workers=args.workers, **chosen)
+    cluster_ready(cluster.pid, args.workers)
     try:
         worker = deliver_all("first", corpus)
     finally:

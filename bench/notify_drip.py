@@ -33,9 +33,9 @@ from dataclasses import dataclass
 from datetime import timedelta
 from statistics import median
 
-from bench.common import django_fresh, start_cluster, stop_cluster
+from bench.common import cluster_ready, django_fresh, start_cluster, stop_cluster
 from bench.corpus import POSTGRESQL
-from bench.crawl import Site, cluster_ready
+from bench.crawl import Site
 from tests.fakes.hostile_receiver import OK, HostileReceiver, drip
 
 SEND_TASK = "ingest.tasks.notifications_send_task"
