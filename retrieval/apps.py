@@ -1,11 +1,15 @@
 from __future__ import annotations
 
+import logging
+
 from django.apps import AppConfig
 from django.db.backends.signals import connection_created
 from django.db.models.signals import post_migrate
 
 from kbsite.schedules import schedules_ensure
 from kbsite.schema import schema_current
+
+logger = logging.getLogger(__name__)
 
 SCHEDULES = {
     "retrieval: refresh index statistics": (
@@ -53,12 +57,22 @@ def _ensure_active_index(sender: AppConfig, using: str = "default", **kwargs) ->
 
 def _worker_spawned(sender: object, **kwargs: object) -> None:
     """A job worker computes beside the cluster's other workers: the local model
-    takes its share of the cores (EMBEDDING_THREADS), not a thread for each."""
+    takes its share of the cores (EMBEDDING_THREADS), not a thread for each.
+
+    The embedder is built before the first job, not by it: the local model's
+    libraries take seconds to import, which the first page of a first crawl
+    waited for while the cluster sat idle. A worker that cannot build it starts
+    all the same; the first job that embeds fails and retries with the reason."""
     from django.conf import settings
 
     from retrieval.backends import threads_limit
+    from retrieval.embeddings import get_embedder
 
     threads_limit(settings.EMBEDDING_THREADS)
+    try:
+        get_embedder()
+    except Exception:
+        logger.exception("could not build the embedder as the worker started")
 
 
 class RetrievalConfig(AppConfig):

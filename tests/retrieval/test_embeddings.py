@@ -161,6 +161,46 @@ def test_a_job_worker_computes_with_its_share_of_the_cores(
         torch.set_num_threads(own)
 
 
+@pytest.mark.django_db  # a worker's start resumes its crawls too
+def test_a_job_worker_builds_its_embedder_before_its_first_job():
+    """The local model's libraries take seconds to import: a worker builds its
+    embedder as it starts, and the jobs use that one."""
+    from django_q.signals import post_spawn
+
+    from retrieval.embeddings import cached_embedder, get_embedder
+
+    cached_embedder.cache_clear()
+
+    post_spawn.send(sender="django_q", proc_name="Process-1")
+
+    assert cached_embedder.cache_info().currsize == 1
+    hits = cached_embedder.cache_info().hits
+    get_embedder()  # as a job does
+    assert cached_embedder.cache_info().hits == hits + 1
+
+
+@pytest.mark.django_db
+def test_a_job_worker_that_cannot_build_its_embedder_starts_and_says_why(
+    monkeypatch, caplog
+):
+    from django_q.signals import post_spawn
+
+    from retrieval import embeddings
+
+    def missing():
+        raise ImproperlyConfigured(
+            "EMBEDDING_BACKEND='local' needs sentence-transformers"
+        )
+
+    monkeypatch.setattr(embeddings, "get_embedder", missing)
+
+    post_spawn.send(sender="django_q", proc_name="Process-1")  # no error escapes
+
+    (record,) = [r for r in caplog.records if r.name == "retrieval.apps"]
+    assert record.getMessage() == "could not build the embedder as the worker started"
+    assert "needs sentence-transformers" in str(record.exc_info[1])
+
+
 @pytest.mark.slow
 def test_the_local_backend_draws_no_progress_bar_when_logging_at_info(capfd):
     # The web server logs at INFO: a bar there would be a line per question.
