@@ -282,8 +282,8 @@ BOILERPLATE_MIN_SHARE = env_int("BOILERPLATE_MIN_SHARE", 50, minimum=1, maximum=
 # A shape once stripped stays stripped until it is on fewer than this percentage of
 # the live pages. While a site is first crawled, the share of its pages carrying a
 # line moves a page at a time: with one bar, a line on about half of them left and
-# came back with nearly every page delivered (18 times in the manual's first 100),
-# each time queueing its pages to be derived again.
+# came back up to 18 times in the manual's first 100 pages, each time queueing its
+# pages to be derived again.
 BOILERPLATE_KEEP_SHARE = env_int(
     "BOILERPLATE_KEEP_SHARE",
     BOILERPLATE_MIN_SHARE * 4 // 5,
