@@ -23,6 +23,7 @@ import resource
 import signal
 import socket
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable
 from types import FrameType
@@ -295,6 +296,19 @@ def bind(address: str) -> socket.socket:
     return socket.create_server((host, int(port)), family=family, backlog=2048)
 
 
+def embedder_load_start() -> threading.Thread:
+    """Load the serving embedder on a thread of its own while the server starts
+    answering: with the local model, the first question otherwise waited seconds
+    for its libraries' import."""
+    from retrieval.spaces import serving_embedder_load
+
+    thread = threading.Thread(
+        target=serving_embedder_load, name="embedder-load", daemon=True
+    )
+    thread.start()
+    return thread
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     where = parser.add_mutually_exclusive_group(required=True)
@@ -306,6 +320,8 @@ def main(argv: list[str] | None = None) -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "kbsite.settings")
     # Django first: its logging settings then govern waitress's loggers too.
     from kbsite.wsgi import application
+
+    embedder_load_start()
 
     # A request waiting for a thread is normal under load, not a warning a line.
     logging.getLogger("waitress.queue").setLevel(logging.ERROR)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
@@ -15,6 +16,8 @@ from retrieval.embedder import Embedder, model_unmarked, space_name, space_parts
 from retrieval.embeddings import cached_embedder, configured_space_name, get_embedder
 from retrieval.models import Embedding, EmbeddingSpace
 from retrieval.searchable import Searchable
+
+logger = logging.getLogger(__name__)
 
 
 def embedding_index_name(space: str) -> str:
@@ -182,6 +185,19 @@ def serving_embedder() -> Embedder:
     """The embedder of the space that answers queries; the configured one while the
     index has no space yet (it is empty then, and a search writes nothing)."""
     return serving()[0]
+
+
+def serving_embedder_load() -> None:
+    """Build the serving space's embedder in this process before the first question
+    needs it (the local model's libraries take seconds to import), on a thread of
+    the caller's, whose database connection is closed after. If it cannot, it
+    says why, and the first question tries again."""
+    try:
+        serving_embedder()
+    except Exception:
+        logger.exception("could not load the serving embedder before a first question")
+    finally:
+        connection.close()
 
 
 def serving() -> tuple[Embedder, EmbeddingSpace | None]:

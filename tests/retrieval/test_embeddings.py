@@ -201,6 +201,45 @@ def test_a_job_worker_that_cannot_build_its_embedder_starts_and_says_why(
     assert "needs sentence-transformers" in str(record.exc_info[1])
 
 
+@pytest.mark.django_db(transaction=True)  # the loading thread has its own connection
+def test_a_web_server_process_loads_the_serving_embedder_before_a_first_question():
+    from kbsite.webserver import embedder_load_start
+    from retrieval.embeddings import cached_embedder
+    from retrieval.spaces import serving_embedder
+
+    cached_embedder.cache_clear()
+
+    embedder_load_start().join(timeout=60)
+
+    assert cached_embedder.cache_info().currsize == 1
+    hits = cached_embedder.cache_info().hits
+    serving_embedder()  # as a question does
+    assert cached_embedder.cache_info().hits == hits + 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_web_server_process_that_cannot_load_its_embedder_says_why(
+    monkeypatch, caplog
+):
+    from kbsite.webserver import embedder_load_start
+    from retrieval import spaces
+
+    def missing():
+        raise ImproperlyConfigured(
+            "EMBEDDING_BACKEND='local' needs sentence-transformers"
+        )
+
+    monkeypatch.setattr(spaces, "serving_embedder", missing)
+
+    embedder_load_start().join(timeout=60)  # no error escapes the thread
+
+    (record,) = [r for r in caplog.records if r.name == "retrieval.spaces"]
+    assert record.getMessage() == (
+        "could not load the serving embedder before a first question"
+    )
+    assert "needs sentence-transformers" in str(record.exc_info[1])
+
+
 @pytest.mark.slow
 def test_the_local_backend_draws_no_progress_bar_when_logging_at_info(capfd):
     # The web server logs at INFO: a bar there would be a line per question.
