@@ -143,8 +143,8 @@ def main() -> None:
         django_with_fake_openai()
     cluster = start_cluster(workers=2)
     memory = PeakMemory(cluster.pid)
-    cluster_ready(cluster.pid)
     try:
+        cluster_ready(cluster.pid)
         first = crawl_once(site, "first", args.limit)
         fidelity(Path(root), site.url)
         site.statuses.clear()

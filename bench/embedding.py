@@ -61,8 +61,8 @@ def main() -> None:
     threads = args.embedding_threads
     chosen = {"EMBEDDING_THREADS": str(threads)} if threads else {}
     cluster = start_cluster(workers=args.workers, **chosen)
-    cluster_ready(cluster.pid, args.workers)
     try:
+        cluster_ready(cluster.pid, args.workers)
         worker = deliver_all("first", corpus)
     finally:
         stop_cluster(cluster)

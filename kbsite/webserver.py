@@ -296,6 +296,12 @@ def bind(address: str) -> socket.socket:
     return socket.create_server((host, int(port)), family=family, backlog=2048)
 
 
+# How long a stopping web process waits for the embedder still loading: longer than
+# the local model's load (about 3.5 s), and with STOP_GRACE_SECONDS within serve's
+# own grace.
+LOAD_JOIN_SECONDS = 5
+
+
 def embedder_load_start() -> threading.Thread:
     """Load the serving embedder on a thread of its own while the server starts
     answering: with the local model, the first question otherwise waited seconds
@@ -321,12 +327,15 @@ def main(argv: list[str] | None = None) -> None:
     # Django first: its logging settings then govern waitress's loggers too.
     from kbsite.wsgi import application
 
-    embedder_load_start()
+    loading = embedder_load_start()
 
     # A request waiting for a thread is normal under load, not a warning a line.
     logging.getLogger("waitress.queue").setLevel(logging.ERROR)
     sock = bind(args.bind) if args.bind else socket.socket(fileno=args.fd)
     run(server_make(access_logged(application), sock))
+    # Not out of the interpreter in the middle of loading the model: torch's
+    # threads abort the process then (exit status 134).
+    loading.join(timeout=LOAD_JOIN_SECONDS)
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ it fills, named without loading its model.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from functools import lru_cache
 
@@ -65,11 +66,26 @@ def build_embedder(
     return factory(model, dimensions, max_input_tokens)
 
 
-@lru_cache(maxsize=4)
+# Held while an embedder is looked up or built: threads asking for one being built
+# (a web process's loading thread and its first questions) wait for that build
+# rather than each making another copy of the model, seconds each.
+_building = threading.RLock()
+
+
 def cached_embedder(
     backend: str, model: str, dimensions: int, max_input_tokens: int = 0
 ) -> Embedder:
-    """One embedder per backend, model, size and window in this process."""
+    """One embedder per backend, model, size and window in this process, built
+    once however many threads ask for it at the same time."""
+    with _building:
+        return embedder_built(backend, model, dimensions, max_input_tokens)
+
+
+@lru_cache(maxsize=4)
+def embedder_built(
+    backend: str, model: str, dimensions: int, max_input_tokens: int
+) -> Embedder:
+    """The cache behind ``cached_embedder``: call that one."""
     return build_embedder(backend, model, dimensions, max_input_tokens)
 
 
@@ -77,7 +93,8 @@ def cached_embedder(
 def _forget_embedders(*, setting: str, **kwargs) -> None:
     """Tests (and override_settings) that change the model get a new embedder."""
     if setting.startswith(("EMBEDDING_", "OPENAI_")):
-        cached_embedder.cache_clear()
+        with _building:
+            embedder_built.cache_clear()
 
 
 def get_embedder() -> Embedder:

@@ -190,9 +190,12 @@ def serving_embedder() -> Embedder:
 def serving_embedder_load() -> None:
     """Build the serving space's embedder in this process before the first question
     needs it (the local model's libraries take seconds to import), on a thread of
-    the caller's, whose database connection is closed after. If it cannot, it
-    says why, and the first question tries again."""
+    the caller's. The configured embedder first, which needs no database (it is
+    the serving one but during a re-embedding); then the serving space is read,
+    and the thread's connection closed. If it cannot, it says why, and the first
+    question tries again."""
     try:
+        get_embedder()
         serving_embedder()
     except Exception:
         logger.exception("could not load the serving embedder before a first question")

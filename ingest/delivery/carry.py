@@ -27,10 +27,11 @@ from ingest.delivery.queue import delivery_job_done, delivery_job_take
 logger = logging.getLogger(__name__)
 
 # The cluster's pusher takes jobs ahead of its workers (up to workers² of them wait
-# in its pipe), and a job it holds waits while a worker carries: no delivery is
+# in its pipe), and a job it holds waits while the workers carry: no delivery is
 # taken after this long, so a publish check or a crawl queued behind a stream of
-# deliveries waits about that long (and the carried run under way). At about 20 ms
-# a new page with the hashing embedder, two seconds carry the 50.
+# deliveries waits this long (and the run under way) for each delivery job ahead
+# of it in the pipe, shared among the workers: about 4 s with two. At about 20 ms a
+# new page with the hashing embedder, two seconds carry the 50.
 CARRY_SECONDS = 2.0
 
 
@@ -49,7 +50,15 @@ def deliveries_carry(*, delivery_id: int) -> Delivery.Outcome | Delivery.State |
         # An error escaping the run (the database gone while it recorded a
         # retry) ends the carrying; the job, still on the queue, runs again
         # after Q_RETRY, or the sweep queues its delivery again sooner if the
-        # run had claimed it.
-        delivery_process(delivery_id=carried)
+        # run had claimed it. The failed job is the first delivery's: its
+        # record says which delivery the error came from.
+        try:
+            delivery_process(delivery_id=carried)
+        except Exception as error:
+            error.add_note(
+                f"in the run of delivery {carried}, carried by the job of "
+                f"delivery {delivery_id} (whose own run had ended)"
+            )
+            raise
         delivery_job_done(job_id)
     return result

@@ -2,6 +2,9 @@ from __future__ import annotations
 
 import math
 import sys
+import threading
+import time
+from collections.abc import Iterator
 
 import openai
 import pytest
@@ -161,25 +164,73 @@ def test_a_job_worker_computes_with_its_share_of_the_cores(
         torch.set_num_threads(own)
 
 
+@pytest.fixture
+def worker_threads_restored(monkeypatch) -> Iterator[None]:
+    """A worker's start limits the local model's threads: undone after the test."""
+    from retrieval import backends
+
+    monkeypatch.setattr(backends, "_threads", None)
+    torch = sys.modules.get("torch")
+    own = torch.get_num_threads() if torch else None
+    yield
+    if torch is not None:
+        torch.set_num_threads(own)
+
+
+def test_threads_asking_for_an_embedder_at_once_build_it_once(monkeypatch):
+    """A web process's loading thread and its first questions: one build (seconds,
+    and a copy of the model each), the others wait for it."""
+    from retrieval import embeddings
+
+    built = []
+
+    def slow(backend, model, dimensions, max_input_tokens=0):
+        built.append(model)
+        time.sleep(0.2)
+        return object()
+
+    monkeypatch.setattr(embeddings, "build_embedder", slow)
+    embeddings.embedder_built.cache_clear()
+    got = []
+
+    def ask() -> None:
+        got.append(embeddings.cached_embedder("hashing", "slow", 64))
+
+    try:
+        threads = [threading.Thread(target=ask) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=10)
+    finally:
+        embeddings.embedder_built.cache_clear()
+
+    assert built == ["slow"]
+    assert len(got) == 4
+    assert len({id(embedder) for embedder in got}) == 1
+
+
 @pytest.mark.django_db  # a worker's start resumes its crawls too
+@pytest.mark.usefixtures("worker_threads_restored")
 def test_a_job_worker_builds_its_embedder_before_its_first_job():
     """The local model's libraries take seconds to import: a worker builds its
     embedder as it starts, and the jobs use that one."""
     from django_q.signals import post_spawn
 
-    from retrieval.embeddings import cached_embedder, get_embedder
+    from retrieval.embeddings import embedder_built, get_embedder
 
-    cached_embedder.cache_clear()
+    embedder_built.cache_clear()
 
     post_spawn.send(sender="django_q", proc_name="Process-1")
 
-    assert cached_embedder.cache_info().currsize == 1
-    hits = cached_embedder.cache_info().hits
+    assert embedder_built.cache_info().currsize == 1
+    hits = embedder_built.cache_info().hits
     get_embedder()  # as a job does
-    assert cached_embedder.cache_info().hits == hits + 1
+    assert embedder_built.cache_info().hits == hits + 1
 
 
 @pytest.mark.django_db
+@pytest.mark.usefixtures("worker_threads_restored")
 def test_a_job_worker_that_cannot_build_its_embedder_starts_and_says_why(
     monkeypatch, caplog
 ):
@@ -204,17 +255,17 @@ def test_a_job_worker_that_cannot_build_its_embedder_starts_and_says_why(
 @pytest.mark.django_db(transaction=True)  # the loading thread has its own connection
 def test_a_web_server_process_loads_the_serving_embedder_before_a_first_question():
     from kbsite.webserver import embedder_load_start
-    from retrieval.embeddings import cached_embedder
+    from retrieval.embeddings import embedder_built
     from retrieval.spaces import serving_embedder
 
-    cached_embedder.cache_clear()
+    embedder_built.cache_clear()
 
     embedder_load_start().join(timeout=60)
 
-    assert cached_embedder.cache_info().currsize == 1
-    hits = cached_embedder.cache_info().hits
+    assert embedder_built.cache_info().currsize == 1
+    hits = embedder_built.cache_info().hits
     serving_embedder()  # as a question does
-    assert cached_embedder.cache_info().hits == hits + 1
+    assert embedder_built.cache_info().hits == hits + 1
 
 
 @pytest.mark.django_db(transaction=True)

@@ -130,10 +130,15 @@ def test_a_carried_run_cut_off_leaves_its_job_to_run_again():
 
     with (
         mock.patch.object(carry, "delivery_process", process),
-        pytest.raises(OperationalError),
+        pytest.raises(OperationalError) as raised,
     ):
         run_as_a_worker(first)
 
+    # The failure is recorded on the first delivery's job: it names the run.
+    assert raised.value.__notes__ == [
+        f"in the run of delivery {cut.pk}, carried by the job of delivery "
+        f"{first.pk} (whose own run had ended)"
+    ]
     # Its job stays on the queue, taken: offered again after Q_RETRY (or the
     # sweep queues the delivery again sooner); nothing after it was taken.
     assert job_of(cut).lock > timezone.now()
