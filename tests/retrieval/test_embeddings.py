@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import importlib
 import math
 import sys
 import threading
@@ -210,84 +211,76 @@ def test_threads_asking_for_an_embedder_at_once_build_it_once(monkeypatch):
     assert len({id(embedder) for embedder in got}) == 1
 
 
-@pytest.mark.django_db  # a worker's start resumes its crawls too
-@pytest.mark.usefixtures("worker_threads_restored")
-def test_a_job_worker_builds_its_embedder_before_its_first_job():
-    """The local model's libraries take seconds to import: a worker builds its
-    embedder as it starts, and the jobs use that one."""
+def worker_start() -> None:
     from django_q.signals import post_spawn
-
-    from retrieval.embeddings import embedder_built, get_embedder
-
-    embedder_built.cache_clear()
 
     post_spawn.send(sender="django_q", proc_name="Process-1")
 
-    assert embedder_built.cache_info().currsize == 1
-    hits = embedder_built.cache_info().hits
-    get_embedder()  # as a job does
-    assert embedder_built.cache_info().hits == hits + 1
 
-
-@pytest.mark.django_db
-@pytest.mark.usefixtures("worker_threads_restored")
-def test_a_job_worker_that_cannot_build_its_embedder_starts_and_says_why(
-    monkeypatch, caplog
-):
-    from django_q.signals import post_spawn
-
-    from retrieval import embeddings
-
-    def missing():
-        raise ImproperlyConfigured(
-            "EMBEDDING_BACKEND='local' needs sentence-transformers"
-        )
-
-    monkeypatch.setattr(embeddings, "get_embedder", missing)
-
-    post_spawn.send(sender="django_q", proc_name="Process-1")  # no error escapes
-
-    (record,) = [r for r in caplog.records if r.name == "retrieval.apps"]
-    assert record.getMessage() == "could not build the embedder as the worker started"
-    assert "needs sentence-transformers" in str(record.exc_info[1])
-
-
-@pytest.mark.django_db(transaction=True)  # the loading thread has its own connection
-def test_a_web_server_process_loads_the_serving_embedder_before_a_first_question():
+def web_process_start() -> None:
     from kbsite.webserver import embedder_load_start
-    from retrieval.embeddings import embedder_built
-    from retrieval.spaces import serving_embedder
-
-    embedder_built.cache_clear()
 
     embedder_load_start().join(timeout=60)
 
+
+# Who builds an embedder before its first use (the local model's libraries take
+# seconds to import), the function a failure is raised from, and what it logs.
+STARTS = {
+    "a job worker": (
+        worker_start,
+        ("retrieval.embeddings", "get_embedder"),
+        ("retrieval.apps", "could not build the embedder as the worker started"),
+    ),
+    "a web server process": (
+        web_process_start,
+        ("retrieval.spaces", "serving_embedder"),
+        (
+            "retrieval.spaces",
+            "could not load the serving embedder before a first question",
+        ),
+    ),
+}
+
+
+# A worker's start resumes its crawls too; a web process loads on a thread with a
+# connection of its own.
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("worker_threads_restored")
+@pytest.mark.parametrize("who", STARTS)
+def test_a_process_builds_its_embedder_before_its_first_use(who):
+    from retrieval.embeddings import embedder_built
+    from retrieval.spaces import serving_embedder
+
+    start, _, _ = STARTS[who]
+    embedder_built.cache_clear()
+
+    start()
+
     assert embedder_built.cache_info().currsize == 1
     hits = embedder_built.cache_info().hits
-    serving_embedder()  # as a question does
+    serving_embedder()  # as a job or a question does
     assert embedder_built.cache_info().hits == hits + 1
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_web_server_process_that_cannot_load_its_embedder_says_why(
-    monkeypatch, caplog
+@pytest.mark.usefixtures("worker_threads_restored")
+@pytest.mark.parametrize("who", STARTS)
+def test_a_process_that_cannot_build_its_embedder_starts_and_says_why(
+    who, monkeypatch, caplog
 ):
-    from kbsite.webserver import embedder_load_start
-    from retrieval import spaces
+    start, (module, name), (logger, message) = STARTS[who]
 
     def missing():
         raise ImproperlyConfigured(
             "EMBEDDING_BACKEND='local' needs sentence-transformers"
         )
 
-    monkeypatch.setattr(spaces, "serving_embedder", missing)
+    monkeypatch.setattr(importlib.import_module(module), name, missing)
 
-    embedder_load_start().join(timeout=60)  # no error escapes the thread
+    start()  # no error escapes
 
-    (record,) = [r for r in caplog.records if r.name == "retrieval.spaces"]
-    assert record.getMessage() == (
-        "could not load the serving embedder before a first question"
-    )
+    (record,) = [r for r in caplog.records if r.name == logger]
+    assert record.getMessage() == message
     assert "needs sentence-transformers" in str(record.exc_info[1])
 
 
