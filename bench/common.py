@@ -170,8 +170,8 @@ def cluster_ready(pid: int, workers: int = 2) -> None:
                 total += times.user + times.system
         return total
 
-    # The pusher, the monitor and the workers.
-    while len(process.children(recursive=True)) < workers + 2:
+    # The sentinel, its pusher and monitor, and the workers.
+    while len(process.children(recursive=True)) < workers + 3:
         if time.monotonic() > deadline:
             raise RuntimeError("the cluster's workers did not start within 120 s")
         time.sleep(0.2)
