@@ -49,6 +49,7 @@ class HashingEmbedder:
 
     # Its vectors only count shared words: answers pick their sentences by those.
     reads_meaning = False
+    billed = False
 
     def __init__(self, model: str, dimensions: int, max_input_tokens: int = 0) -> None:
         self.model = model
@@ -101,6 +102,7 @@ class OpenAIEmbedder:
 
     # Judging an answer's sentences would send (and bill) every one of them.
     reads_meaning = False
+    billed = True
 
     def __init__(self, model: str, dimensions: int, max_input_tokens: int = 0) -> None:
         # ``model`` marked ``+input_type``: passages and questions are sent as
@@ -168,6 +170,7 @@ class LocalEmbedder:
 
     # Sentences embed in milliseconds here: answers pick theirs by meaning.
     reads_meaning = True
+    billed = False
 
     def __init__(self, model: str, dimensions: int, max_input_tokens: int = 0) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -17,6 +17,9 @@ class Embedder(Protocol):
     # Whether it embeds short texts by meaning on this machine, cheaply enough to
     # judge an answer's sentences with (retrieval.answer).
     reads_meaning: bool
+    # Whether each request is paid for to a third party: the commit that records
+    # its usage then waits for the disk (``retrieval.indexing``).
+    billed: bool
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
 

@@ -82,8 +82,13 @@ def embeddings_ensure(*, texts: dict[str, str], embedder: Embedder) -> EmbedRepo
         sent = sum(row.token_count for row in rows)
         # All windows of a text in one insert: a text is embedded whole or not at
         # all. The usage is committed with the vectors: a job killed between two
-        # commits would leave vectors that no usage counts.
+        # commits would leave vectors that no usage counts. A paid request's
+        # commit waits for the disk even in a run that commits without waiting
+        # (``ingest.delivery.sql.commits_unflushed``): running it again would
+        # pay again.
         with transaction.atomic():
+            if embedder.billed:
+                sql.commit_flushed()
             Embedding.objects.bulk_create(rows, ignore_conflicts=True)
             usage_record(
                 space=embedder.space, requests=1, inputs=len(rows), tokens=sent

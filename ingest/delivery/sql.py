@@ -10,10 +10,12 @@ callers give values, never SQL.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, fields
 from datetime import datetime
 
-from django.db import connection, connections
+from django.db import Error, connection, connections
 from django_q.models import OrmQ
 from psycopg.sql import SQL
 
@@ -187,3 +189,32 @@ def job_take(
         cursor.execute(_JOB_TAKE, [key, now, until])
         row = cursor.fetchone()
     return None if row is None else (row[0], row[1], row[2])
+
+
+@contextmanager
+def commits_unflushed() -> Iterator[None]:
+    """The session's commits, for the block, do not wait for the write-ahead log to
+    reach the disk (``synchronous_commit`` off); after it, they wait again.
+
+    A commit so made is visible at once and on the disk within three times
+    ``wal_writer_delay`` (600 ms by default). A crash of the database server in
+    that time loses it, with every transaction committed after it, never one
+    alone: the log is replayed in order, up to the last record that reached the
+    disk. For a delivery's run that loses nothing: its writes are redone by
+    running it again, and what records that it ran (its job taken off the queue,
+    by the cluster's monitor or by the job that carried it) is committed after
+    them, so it is lost with them and the job runs again. A commit that records a
+    spend (``retrieval.indexing``: a paid embedding request) waits all the same.
+    """
+    with connection.cursor() as cursor:
+        cursor.execute("SET synchronous_commit = off")
+    try:
+        yield
+    finally:
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute("RESET synchronous_commit")
+        except Error:
+            # The session is gone or broken: the setting must not outlive the
+            # block on it (the worker's next job may be another task's).
+            connection.close()
