@@ -11,10 +11,6 @@ should this run die), run it, and take it off the queue: up to
 ``CARRY_SECONDS`` and a tenth of ``Q_TIMEOUT``. Each delivery keeps its own run
 (its claim, its transaction, its retry); a job of another task at the head of the
 queue ends the carrying, and is left to the cluster.
-
-The runs commit without waiting for the disk (``sql.commits_unflushed`` says why
-nothing is lost): a first crawl's new page made five commits, each waiting for an
-fsync of the write-ahead log.
 """
 
 from __future__ import annotations
@@ -27,7 +23,6 @@ from django.conf import settings
 from ingest.delivery.job import delivery_process
 from ingest.delivery.models import Delivery
 from ingest.delivery.queue import delivery_job_done, delivery_job_take
-from ingest.delivery.sql import commits_unflushed
 
 logger = logging.getLogger(__name__)
 
@@ -43,11 +38,6 @@ CARRY_SECONDS = 2.0
 def deliveries_carry(*, delivery_id: int) -> Delivery.Outcome | Delivery.State | None:
     """Run the delivery, then the waiting ones after it; the first's result (as
     ``delivery_process`` gives it)."""
-    with commits_unflushed():
-        return _carry(delivery_id)
-
-
-def _carry(delivery_id: int) -> Delivery.Outcome | Delivery.State | None:
     deadline = time.monotonic() + min(CARRY_SECONDS, settings.Q_TIMEOUT / 10)
     result = delivery_process(delivery_id=delivery_id)
     for _ in range(settings.DELIVERY_CARRY - 1):

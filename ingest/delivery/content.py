@@ -5,6 +5,9 @@ change pages through these."""
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+
+from django.db import transaction
 from django.db.models import Exists, F, OuterRef
 
 from ingest.delivery.models import Delivery
@@ -15,6 +18,7 @@ from ingest.reading.rules import content_kept_out
 from retrieval.chunking import ChunkDraft, chunk_markdown, embed_texts
 from retrieval.indexing import EmbedReport, embeddings_ensure
 from retrieval.spaces import ingest_embedders
+from retrieval.sql import commit_flushed
 from sources.models import Page, PageQuerySet
 from sources.services import page_shapes_record
 
@@ -31,9 +35,17 @@ def content_embed(
         return [], EmbedReport(embedded=0, reused=0, tokens=0, requests=0)
     drafts = chunk_markdown(content.markdown, title=content.title)
     texts = embed_texts(drafts)
-    reports = [embeddings_ensure(texts=texts, embedder=e) for e in ingest_embedders()]
+    embedders = ingest_embedders()
+    reports = [embeddings_ensure(texts=texts, embedder=e) for e in embedders]
     report = EmbedReport.total(reports)
-    if report.requests:
+    if not report.requests:
+        return drafts, report
+    # Paid for: counted on the disk, as the request's vectors and usage were
+    # (``retrieval.indexing``); a run made again finds the vectors and pays nothing.
+    paid = any(e.billed and r.requests for e, r in zip(embedders, reports, strict=True))
+    with transaction.atomic() if paid else nullcontext():
+        if paid:
+            commit_flushed()
         if delivery is not None:
             Delivery.objects.filter(pk=delivery.pk).update(
                 embedding_requests=F("embedding_requests") + report.requests,

@@ -50,9 +50,10 @@ from ingest.delivery.batch import batch_eligible, deliveries_settle
 from ingest.delivery.claim import delivery_held
 from ingest.delivery.finish import Superseded, delivery_apply
 from ingest.delivery.models import Delivery
-from ingest.delivery.outcome import delivery_read
+from ingest.delivery.outcome import Reading, delivery_read
 from ingest.delivery.queue import connection_lost, delivery_retry_later, error_summary
 from ingest.delivery.rescope import page_rescope, pages_rescope
+from ingest.delivery.sql import commits_unflushed
 from sources.models import Page, Source
 from sources.scope import ScopeMap
 
@@ -124,6 +125,23 @@ def _process(delivery: Delivery) -> Outcome:
 
 
 def _ingest(delivery: Delivery, scope: ScopeMap) -> Outcome:
+    # Up to its outcome, the run's commits do not wait for the disk: running it
+    # again writes them again. Its claim (the attempts counted) waited before,
+    # and what follows the outcome waits after it (``commits_unflushed``).
+    with commits_unflushed():
+        outcome, page, reading = _outcome_record(delivery, scope)
+    if outcome == Outcome.EMBEDDED:
+        assert page is not None and reading is not None
+        # New content may link to pages the crawler has not been given yet.
+        content_indexed.send(
+            sender=Delivery, source=page.source, page=page, content=reading.content
+        )
+    return outcome
+
+
+def _outcome_record(
+    delivery: Delivery, scope: ScopeMap
+) -> tuple[Outcome, Page | None, Reading | None]:
     owner = scope.source_for(delivery.url)
     page, pushed = _resolve_page(delivery, owner)
     if page is not None and (owner is None or owner.pk != page.source_id):
@@ -133,20 +151,14 @@ def _ingest(delivery: Delivery, scope: ScopeMap) -> Outcome:
         # Recorded with the waiting deliveries like it, if it still is one.
         settled = deliveries_settle(delivery, page, reading, scope)
         if settled is not None:
-            return settled
+            return settled, page, None
     outcome = delivery_apply(delivery, page, pushed, reading)
     if outcome is None:
         # The body read before under the same rules is no longer the page's.
         reading = delivery_read(delivery, page, owner=owner, scope=scope, again=True)
         outcome = delivery_apply(delivery, page, pushed, reading)
         assert outcome is not None
-    if outcome == Outcome.EMBEDDED:
-        assert page is not None
-        # New content may link to pages the crawler has not been given yet.
-        content_indexed.send(
-            sender=Delivery, source=page.source, page=page, content=reading.content
-        )
-    return outcome
+    return outcome, page, reading
 
 
 def _resolve_page(

@@ -196,15 +196,22 @@ def commits_unflushed() -> Iterator[None]:
     """The session's commits, for the block, do not wait for the write-ahead log to
     reach the disk (``synchronous_commit`` off); after it, they wait again.
 
-    A commit so made is visible at once and on the disk within three times
-    ``wal_writer_delay`` (600 ms by default). A crash of the database server in
-    that time loses it, with every transaction committed after it, never one
-    alone: the log is replayed in order, up to the last record that reached the
-    disk. For a delivery's run that loses nothing: its writes are redone by
-    running it again, and what records that it ran (its job taken off the queue,
-    by the cluster's monitor or by the job that carried it) is committed after
-    them, so it is lost with them and the job runs again. A commit that records a
-    spend (``retrieval.indexing``: a paid embedding request) waits all the same.
+    A commit so made is visible at once, and on the disk once the WAL writer has
+    flushed it (within three times ``wal_writer_delay``, 600 ms by default) or any
+    later commit that waits, of any session, has. A crash of PostgreSQL in between
+    (of the machine, or of the server alone: a backend killed by the kernel's OOM
+    killer restarts them all) loses it, with every transaction committed after
+    it: the log is replayed in order.
+
+    A delivery's run commits so from its claim to its outcome: what it writes there
+    is written again by running it again, and everything that says it ran commits
+    after (its outcome itself, then its job taken off the queue), so it is lost
+    with them and the run comes again: its job offered again, or the sweep queuing
+    a delivery left ``processing``. The commits that could not be redone wait: the
+    claim, which counts the attempt that stops a delivery crashing the server
+    again and again; what follows the outcome (the links of new content, pushed
+    once); a paid embedding request's vectors and spend (``retrieval.indexing``),
+    since running it again would pay again.
     """
     with connection.cursor() as cursor:
         cursor.execute("SET synchronous_commit = off")

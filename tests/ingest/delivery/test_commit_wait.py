@@ -1,9 +1,11 @@
-"""A delivery's job commits without waiting for the disk, and only its runs do
-(``ingest.delivery.sql.commits_unflushed``): the session waits again after the
-job, however it ended, and a paid embedding request's commit waits within it."""
+"""Which commits of a delivery's run wait for the disk (``synchronous_commit``) and
+which do not (``ingest.delivery.sql.commits_unflushed``): those a run made again
+writes again do not; the claim, what follows the outcome and a paid request's
+vectors and spend do. The session waits again after the run, however it ended."""
 
 from __future__ import annotations
 
+import re
 from unittest import mock
 
 import pytest
@@ -11,24 +13,118 @@ from django.db import OperationalError, connection
 from django.test.utils import CaptureQueriesContext, override_settings
 from django_q.models import OrmQ
 
-from ingest.delivery import carry
+from ingest.delivery import job
 from ingest.delivery.models import Delivery
-from ingest.delivery.sql import commits_unflushed
-from retrieval.backends import HashingEmbedder, OpenAIEmbedder
-from retrieval.indexing import embeddings_ensure
-from sources.models import Source
+from sources.models import Page, Source
 from tests.fakes.openai_api import FakeOpenAI
 from tests.ingest.delivery.jobs import run_as_a_worker
-from tests.world import SITE, page_html, receive_delivery
+from tests.world import SITE, fake_openai_settings, page_html, receive_delivery
 
 pytestmark = pytest.mark.django_db(transaction=True)
-FLUSH_WAIT = "SET LOCAL synchronous_commit = on"
+
+# What each statement of a run writes, by its text.
+WRITES = {
+    "the claim": lambda sql: sql.startswith(
+        'UPDATE "ingest_delivery" SET "state" = \'processing\''
+    ),
+    "the new page": lambda sql: (
+        sql.startswith('INSERT INTO "sources_page"') and "ON CONFLICT" not in sql
+    ),
+    "hashing vectors": lambda sql: (
+        sql.startswith('INSERT INTO "retrieval_embedding"')
+        and "VALUES ('hashing/" in sql
+    ),
+    "openai vectors": lambda sql: (
+        sql.startswith('INSERT INTO "retrieval_embedding"')
+        and "VALUES ('openai/" in sql
+    ),
+    "the spend": lambda sql: sql.startswith(
+        'UPDATE "ingest_delivery" SET "embedding_requests"'
+    ),
+    "the outcome": lambda sql: sql.startswith(
+        'UPDATE "ingest_delivery" SET "state" = \'done\''
+    ),
+    "the link's page": lambda sql: (
+        sql.startswith('INSERT INTO "sources_page"') and "ON CONFLICT DO NOTHING" in sql
+    ),
+}
 
 
 def commit_wait() -> str:
     with connection.cursor() as cursor:
         cursor.execute("SHOW synchronous_commit")
         return cursor.fetchone()[0]
+
+
+def waits_by_statement(statements: list[str]) -> list[tuple[str, bool]]:
+    """Each statement, with whether the commit that ends its transaction waits
+    for the disk, by the settings the run sent before that commit."""
+    session, local = True, None
+    waits: list[tuple[str, bool]] = []
+    open_: list[str] | None = None
+    for sql in statements:
+        if re.fullmatch(r"SET synchronous_commit = off", sql):
+            session = False
+        elif sql == "RESET synchronous_commit":
+            session = True
+        elif sql == "SET LOCAL synchronous_commit = on":
+            local = True
+        elif sql == "BEGIN":
+            open_ = []
+        elif sql in ("COMMIT", "ROLLBACK"):
+            commit = session if local is None else local
+            waits += [(each, commit) for each in open_]
+            open_, local = None, None
+        elif open_ is None:
+            waits.append((sql, session))  # a statement committed on its own
+        else:
+            open_.append(sql)
+    return waits
+
+
+def first_crawl_of_a_page_with_a_link(settings: dict) -> list[tuple[str, bool]]:
+    with override_settings(**settings):
+        Source.objects.create(
+            name="Example docs", fetcher=Source.Fetcher.CRAWLBASE, seed_urls=f"{SITE}/"
+        )
+        OrmQ.objects.all().delete()  # the rescope its creation queued
+        body = page_html("Install", ("Next", '<a href="/guide/">The guide</a>.'))
+        delivery = receive_delivery(f"{SITE}/install/", body)
+        with CaptureQueriesContext(connection) as queries:
+            assert run_as_a_worker(delivery) == Delivery.Outcome.EMBEDDED
+    assert Page.objects.filter(url=f"{SITE}/guide/").exists(), "the link became a page"
+    assert commit_wait() == "on", "the worker's next job waits for the disk again"
+    return waits_by_statement([query["sql"] for query in queries.captured_queries])
+
+
+@pytest.mark.parametrize(
+    ("embedder", "writes", "waits"),
+    [
+        ("hashing", "the claim", True),
+        ("hashing", "the new page", False),
+        ("hashing", "hashing vectors", False),
+        ("hashing", "the spend", False),
+        ("hashing", "the outcome", False),
+        ("hashing", "the link's page", True),
+        # Re-embedding into a paid space: the hashing space still serves.
+        ("openai", "the claim", True),
+        ("openai", "hashing vectors", False),
+        ("openai", "openai vectors", True),
+        ("openai", "the spend", True),
+        ("openai", "the outcome", False),
+        ("openai", "the link's page", True),
+    ],
+)
+def test_a_commit_waits_for_the_disk_only_where_running_again_would_not_redo_it(
+    embedder, writes, waits
+):
+    with FakeOpenAI() as api:
+        chosen = fake_openai_settings(api) if embedder == "openai" else {}
+        committed = first_crawl_of_a_page_with_a_link(chosen)
+
+    found = [waited for sql, waited in committed if WRITES[writes](sql)]
+    assert found, f"no statement writes {writes}"
+    assert set(found) == {waits}
 
 
 def session_killed() -> None:
@@ -39,75 +135,36 @@ def session_killed() -> None:
 
 
 @pytest.mark.parametrize(
-    ("waiting", "during", "ending"),
+    ("during", "state"),
     [
-        (1, None, Delivery.Outcome.EMBEDDED),
-        (3, None, Delivery.Outcome.EMBEDDED),
-        (1, RuntimeError("a bug in the run"), RuntimeError),
-        (1, session_killed, RuntimeError),
+        (None, Delivery.State.DONE),
+        (RuntimeError("a bug in the run"), Delivery.State.QUEUED),
+        # Queued again at once, and carried by the same job.
+        (session_killed, Delivery.State.DONE),
     ],
-    ids=["alone", "carrying two more", "a run that raises", "the session killed"],
+    ids=["finished", "a run that raises", "the session killed"],
 )
-def test_a_delivery_job_commits_without_waiting_then_the_session_waits_again(
-    waiting, during, ending
+def test_after_a_run_however_it_ended_the_session_waits_for_the_disk_again(
+    during, state
 ):
     Source.objects.create(name="Example docs", seed_urls=f"{SITE}/")
-    OrmQ.objects.all().delete()  # the rescope its creation queued
-    deliveries = [
-        receive_delivery(f"{SITE}/p{n}/", page_html(f"Page {n}", ("About", f"{n}.")))
-        for n in range(waiting)
-    ]
+    OrmQ.objects.all().delete()
+    delivery = receive_delivery(f"{SITE}/p/", page_html("Page", ("About", "It.")))
     seen: list[str] = []
-    real = carry.delivery_process
+    real = job.delivery_read
 
-    def observed(*, delivery_id: int):
+    def observed(*args, **kwargs):
         seen.append(commit_wait())
         if isinstance(during, Exception):
             raise during
-        if during is not None:
-            during()
-            raise RuntimeError("the run's session is gone")
-        return real(delivery_id=delivery_id)
+        if during is not None and len(seen) == 1:
+            during()  # the run cut off is queued at once, and carried: once only
+        return real(*args, **kwargs)
 
-    with mock.patch.object(carry, "delivery_process", observed):
-        if isinstance(ending, type):
-            with pytest.raises(ending):
-                run_as_a_worker(deliveries[0])
-        else:
-            assert run_as_a_worker(deliveries[0]) == ending
+    with mock.patch.object(job, "delivery_read", observed):
+        run_as_a_worker(delivery)
 
-    assert seen == ["off"] * waiting, "each run's commits do not wait"
-    assert commit_wait() == "on", "the worker's next job waits for the disk again"
-    if ending == Delivery.Outcome.EMBEDDED:
-        states = Delivery.objects.filter(pk__in=[d.pk for d in deliveries])
-        assert set(states.values_list("outcome", flat=True)) == {ending}
-
-
-@pytest.mark.parametrize("billed", [False, True], ids=["hashing", "openai"])
-def test_within_the_job_a_paid_embedding_requests_commit_waits_for_the_disk(
-    billed,
-):
-    with (
-        FakeOpenAI() as api,
-        override_settings(OPENAI_API_KEY="sk-test", OPENAI_BASE_URL=api.base_url),
-    ):
-        embedder = (
-            OpenAIEmbedder("text-embedding-3-small", 64)
-            if billed
-            else HashingEmbedder("words", 64)
-        )
-        with commits_unflushed(), CaptureQueriesContext(connection) as queries:
-            embeddings_ensure(
-                texts={"h1": "alpha beta", "h2": "gamma"}, embedder=embedder
-            )
-        assert api.requests == int(billed)
-
-    statements = [query["sql"] for query in queries.captured_queries]
-    stored = next(
-        n
-        for n, sql in enumerate(statements)
-        if "retrieval_embedding" in sql and sql.startswith("INSERT")
-    )
-    begun = max(n for n in range(stored) if statements[n] == "BEGIN")
-    assert (FLUSH_WAIT in statements[begun:stored]) is billed
+    assert seen[0] == "off", "the run's commits up to its outcome do not wait"
+    assert set(seen) == {"off"}
     assert commit_wait() == "on"
+    assert Delivery.objects.get(pk=delivery.pk).state == state
