@@ -68,8 +68,9 @@ def delivery_apply(
     (``delivery_read`` with ``again``) and apply that."""
     if page is None or reading.kind == Read.REJECTED:
         # Nothing of a page to change (a rejected page left search as it moved
-        # out of its source's scope): the outcome alone.
-        return delivery_finish(delivery, page, reading.outcome, reading.reason)
+        # out of its source's scope): the outcome alone, and its push's with it.
+        with transaction.atomic():
+            return delivery_finish(delivery, page, reading.outcome, reading.reason)
     with transaction.atomic():
         locked = page_lock(page, original_of=reading.asks_for_original)
         decision = decide(delivery, locked, reading)

@@ -289,14 +289,15 @@ def delivery_jobs_waiting(limit: int) -> dict[int, int]:
     return jobs
 
 
-def delivery_job_take() -> tuple[int, int] | None:
+def delivery_job_take(*, done: int | None = None) -> tuple[int, int] | None:
     """Take the oldest job waiting on the queue, as a worker of the cluster takes
     one (its lock moved Q_RETRY seconds on, so that it runs again should this
     run die), if it is a delivery's: (its id, the delivery's id). None when no
-    job waits, or the oldest is another task's (left to the cluster, untouched)."""
+    job waits, or the oldest is another task's (left to the cluster, untouched).
+    The job ``done``, if given, is taken off the queue in the same statement."""
     now = timezone.now()
     until = now + timedelta(seconds=settings.Q_RETRY)
-    taken = sql.job_take(key=get_broker().list_key, now=now, until=until)
+    taken = sql.job_take(key=get_broker().list_key, now=now, until=until, done=done)
     if taken is None:
         return None
     job_id, payload, lock = taken

@@ -162,11 +162,12 @@ def deliveries_done_together(*, settled: list[Settled], at: datetime) -> set[int
 
 
 # The oldest waiting job of a queue that no other transaction holds, taken as a
-# cluster's worker takes one: its lock moved on. Returns the job, its payload and
-# its lock as it was.
+# cluster's worker takes one: its lock moved on; and a job done (or none: NULL)
+# deleted. Returns the job taken, its payload and its lock as it was.
 _JOB_TAKE = (
     SQL(
-        "WITH oldest AS (SELECT {id}, {lock} FROM {table} WHERE {key} = %s "
+        "WITH done AS (DELETE FROM {table} WHERE {id} = %s), "
+        "oldest AS (SELECT {id}, {lock} FROM {table} WHERE {key} = %s "
         "AND {lock} < %s ORDER BY {id} LIMIT 1 FOR UPDATE SKIP LOCKED) "
         "UPDATE {table} AS q SET {lock} = %s FROM oldest "
         "WHERE q.{id} = oldest.{id} RETURNING q.{id}, q.{payload}, oldest.{lock}"
@@ -181,12 +182,13 @@ _JOB_TAKE = (
 
 
 def job_take(
-    *, key: str, now: datetime, until: datetime
+    *, key: str, now: datetime, until: datetime, done: int | None = None
 ) -> tuple[int, str, datetime] | None:
     """The oldest job of queue ``key`` waiting at ``now``, its lock moved to
-    ``until``: (its id, its payload, its lock before); None if none waits."""
+    ``until``: (its id, its payload, its lock before); None if none waits. The
+    job ``done`` is deleted in the same statement."""
     with connection.cursor() as cursor:
-        cursor.execute(_JOB_TAKE, [key, now, until])
+        cursor.execute(_JOB_TAKE, [done, key, now, until])
         row = cursor.fetchone()
     return None if row is None else (row[0], row[1], row[2])
 

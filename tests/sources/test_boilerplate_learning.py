@@ -4,6 +4,8 @@ on about half of a site's pages is not learned and forgotten page after page."""
 
 from __future__ import annotations
 
+from unittest import mock
+
 import pytest
 from django.test import override_settings
 
@@ -108,3 +110,30 @@ def test_a_source_read_before_another_process_moved_its_set_takes_the_stored_one
     assert moved == set()  # the other process moved it, and queued its pages
     assert source.common_shapes == [SHAPE]
     assert Source.objects.get(pk=source.pk).common_shapes == [SHAPE]
+
+
+@pytest.mark.django_db(transaction=True)
+@override_settings(**SETTINGS)
+def test_a_set_that_moves_commits_with_the_job_deriving_its_pages_again():
+    from django.db import OperationalError
+    from django_q.models import OrmQ
+
+    from ingest.delivery import rederive
+
+    source = Source.objects.create(name="Docs", seed_urls="https://docs.example.com/")
+    pages_add(source, 20)
+    shape_count(source, 20)
+    OrmQ.objects.all().delete()
+
+    # The database gone between the two writes: neither is kept.
+    lost = OperationalError("the server closed the connection")
+    with mock.patch.object(rederive, "async_task", side_effect=lost):
+        with pytest.raises(OperationalError):
+            rederive.source_boilerplate_catch_up(source=source)
+    assert Source.objects.get(pk=source.pk).common_shapes == []
+
+    # So the next catch-up still sees the move, and queues the job.
+    source = Source.objects.get(pk=source.pk)
+    assert rederive.source_boilerplate_catch_up(source=source)
+    assert Source.objects.get(pk=source.pk).common_shapes == [SHAPE]
+    assert [job.task["func"] for job in OrmQ.objects.all()] == [rederive.TASK]

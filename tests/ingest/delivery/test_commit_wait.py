@@ -38,8 +38,9 @@ WRITES = {
         sql.startswith('INSERT INTO "retrieval_embedding"')
         and "VALUES ('openai/" in sql
     ),
-    "the spend": lambda sql: sql.startswith(
-        'UPDATE "ingest_delivery" SET "embedding_requests"'
+    "the spend": lambda sql: (
+        sql.startswith('UPDATE "ingest_delivery" SET "embedding_requests"')
+        or sql.startswith('UPDATE "sources_page" SET "embedding_tokens"')
     ),
     "the outcome": lambda sql: sql.startswith(
         'UPDATE "ingest_delivery" SET "state" = \'done\''
@@ -68,9 +69,10 @@ def waits_by_statement(statements: list[str]) -> list[tuple[str, bool]]:
         elif sql == "RESET synchronous_commit":
             session = True
         elif sql == "SET LOCAL synchronous_commit = on":
-            local = True
+            # Outside a transaction PostgreSQL ignores it.
+            local = True if open_ is not None else local
         elif sql == "BEGIN":
-            open_ = []
+            open_, local = [], None
         elif sql in ("COMMIT", "ROLLBACK"):
             commit = session if local is None else local
             waits += [(each, commit) for each in open_]
@@ -168,3 +170,34 @@ def test_after_a_run_however_it_ended_the_session_waits_for_the_disk_again(
     assert set(seen) == {"off"}
     assert commit_wait() == "on"
     assert Delivery.objects.get(pk=delivery.pk).state == state
+
+
+def test_an_outcome_with_no_page_to_change_commits_with_its_push():
+    from django.utils import timezone
+
+    from ingest.delivery import finish
+    from ingest.pushing.models import Push
+
+    source = Source.objects.create(name="Example docs", seed_urls=f"{SITE}/docs/")
+    page = Page.objects.create(source=source, url=f"{SITE}/docs/old/")
+    Push.objects.create(
+        rid="push-1", page=page, url=page.url, state=Push.State.SENT,
+        pushed_at=timezone.now(),
+    )  # fmt: skip
+    # The editor narrowed the source: the pushed page is out of its scope now.
+    Source.objects.filter(pk=source.pk).update(seed_urls=f"{SITE}/docs/new/")
+    OrmQ.objects.all().delete()
+    delivery = receive_delivery(page.url, page_html("Old", ("A", "B.")), rid="push-1")
+    lost = OperationalError("the server closed the connection")
+
+    with mock.patch.object(finish.Push, "objects") as pushes:
+        pushes.filter.return_value.update.side_effect = lost
+        run_as_a_worker(delivery)
+
+    # Neither is recorded; the run is retried.
+    assert Delivery.objects.get(pk=delivery.pk).state == Delivery.State.QUEUED
+    assert Push.objects.get(rid="push-1").state == Push.State.SENT
+    job.delivery_process(delivery_id=delivery.pk)  # the retry's run
+    delivery.refresh_from_db()
+    assert (delivery.state, delivery.outcome) == ("done", "rejected")
+    assert Push.objects.get(rid="push-1").state == Push.State.DELIVERED
