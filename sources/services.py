@@ -3,10 +3,11 @@ sitemap says about when pages changed."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 
 from django.conf import settings
+from django.db import transaction
 from django.db.models import Case, Count, F, Subquery, Value, When
 from django.db.models.functions import Coalesce, Least
 from django.db.models.lookups import GreaterThanOrEqual
@@ -49,8 +50,11 @@ def source_common_shapes(*, source: Source) -> set[int]:
     return set(shapes.values_list("shape", flat=True))
 
 
-def source_boilerplate_refresh(*, source: Source) -> set[int]:
-    """Bring the source's stripped set up to date with its counts.
+def source_boilerplate_refresh(
+    *, source: Source, then: Callable[[set[int]], object] | None = None
+) -> set[int]:
+    """Bring the source's stripped set up to date with its counts; ``then`` is
+    called with the shapes that moved in the transaction that moves them.
 
     Returns the shapes that came in or went out, whose pages now need deriving again
     (empty if nothing moved, or another process got there first).
@@ -59,9 +63,12 @@ def source_boilerplate_refresh(*, source: Source) -> set[int]:
     old = set(source.common_shapes)
     if fresh == old:
         return set()
-    moved = Source.objects.filter(pk=source.pk, common_shapes=sorted(old)).update(
-        common_shapes=sorted(fresh)
-    )
+    with transaction.atomic():
+        moved = Source.objects.filter(pk=source.pk, common_shapes=sorted(old)).update(
+            common_shapes=sorted(fresh)
+        )
+        if moved and then is not None:
+            then(fresh ^ old)
     if not moved:
         # Another process moved the set first: read again under its set.
         source.refresh_from_db(fields=["common_shapes"])

@@ -32,13 +32,13 @@ Kind = PageVersion.Kind
 def source_boilerplate_catch_up(*, source: Source) -> bool:
     """Bring the source's stripped lines up to date with its counts; when they
     moved, queue the re-derivation of the pages they touch. True if they moved."""
-    # One commit for both: a set moved with no job queued would never be caught
-    # up with (a later refresh finds it current).
-    with transaction.atomic():
-        moved = source_boilerplate_refresh(source=source)
-        if moved:
-            async_task(TASK, source.pk, sorted(moved), task_name=f"rederive {source}")
-    return bool(moved)
+
+    def queue(moved: set[int]) -> None:
+        async_task(TASK, source.pk, sorted(moved), task_name=f"rederive {source}")
+
+    # Queued in the commit that moves the set: a set moved with no job queued
+    # would never be caught up with (a later refresh finds it current).
+    return bool(source_boilerplate_refresh(source=source, then=queue))
 
 
 def sources_boilerplate_refresh() -> int:
