@@ -10,8 +10,9 @@ local model, and measures, in one run on the same machine:
 - the product's embedder in this process, with a thread per core: the same windows,
   in the batches a delivery sends them (``retrieval.indexing``);
 - one plain ``SentenceTransformer.encode`` call over the same windows (batch 32,
-  normalized), the model's own speed here, with a thread per core (this process
-  is no job worker, and the cluster has stopped).
+  the library's default; normalized), the model's own speed here, with a thread
+  per core (this process is no job worker, and the cluster has stopped); and the
+  same call in the product's batches (``retrieval.backends.LOCAL_BATCH``);
 - the product's embedder with the model's weights in 8 bits
   (EMBEDDING_LOCAL_INT8), in the same batches.
 
@@ -37,6 +38,7 @@ from bench.common import (
     stop_cluster,
 )
 from bench.corpus import BASE_URL, pages
+from retrieval.backends import LOCAL_BATCH
 
 
 def main() -> None:
@@ -81,6 +83,9 @@ def main() -> None:
     rates = {"worker, end to end": (worker_texts, worker.tokens, worker.seconds)}
     rates["product embedder, one process"] = _timed_batches(embedder, batches, tokens)
     rates["plain encode, one call"] = _timed_plain(embedder, windows, tokens)
+    rates[f"plain encode, batches of {LOCAL_BATCH}"] = _timed_plain(
+        embedder, windows, tokens, batch=LOCAL_BATCH
+    )
     rates["product embedder, int8"] = _timed_batches(
         _int8_twin(embedder), batches, tokens
     )
@@ -130,13 +135,16 @@ def _timed_batches(
     return sum(len(b) for b in batches), tokens, time.perf_counter() - started
 
 
-def _timed_plain(embedder, windows: list[str], tokens: int) -> tuple[int, int, float]:
-    """One ``encode`` call of the product's own sentence-transformers model."""
+def _timed_plain(
+    embedder, windows: list[str], tokens: int, batch: int = 32
+) -> tuple[int, int, float]:
+    """One ``encode`` call of the product's own sentence-transformers model, in
+    batches of ``batch`` (32: the library's default)."""
     model = embedder.encoder
     model.encode(["warm the model up"])
     started = time.perf_counter()
     model.encode(
-        windows, batch_size=32, normalize_embeddings=True, show_progress_bar=False
+        windows, batch_size=batch, normalize_embeddings=True, show_progress_bar=False
     )
     return len(windows), tokens, time.perf_counter() - started
 
