@@ -136,6 +136,22 @@ def test_the_local_backend_loads_its_model_offline_and_understands_meaning():
 
 
 @pytest.mark.slow
+def test_the_local_backends_vectors_do_not_depend_on_the_texts_read_with_them():
+    local_model_require()
+    embedder = build_embedder("local", "all-MiniLM-L6-v2", 384)
+    # Lengths far apart, more than one batch: each is padded with others.
+    texts = [
+        f"Word {n}. " + "A longer sentence about indexes. " * (n * 7) for n in range(9)
+    ]
+
+    together = embedder.embed(texts)
+    alone = [embedder.embed([text])[0] for text in texts]
+
+    for mixed, own in zip(together, alone, strict=True):
+        assert max(abs(a - b) for a, b in zip(mixed, own, strict=True)) < 1e-5
+
+
+@pytest.mark.slow
 @pytest.mark.django_db  # a worker's start resumes its crawls too
 @pytest.mark.parametrize(
     ("in_a_worker", "threads"), [(True, 1), (True, 3), (False, None)]
