@@ -88,7 +88,7 @@ def embeddings_ensure(*, texts: dict[str, str], embedder: Embedder) -> EmbedRepo
         # pay again.
         with transaction.atomic():
             if embedder.billed:
-                sql.commit_flushed()
+                sql.commit_waits(True)
             Embedding.objects.bulk_create(rows, ignore_conflicts=True)
             usage_record(
                 space=embedder.space, requests=1, inputs=len(rows), tokens=sent

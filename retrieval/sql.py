@@ -604,11 +604,11 @@ QUERY_LOG_INSERT = Insert(
 )  # fmt: skip
 
 
-def commit_flushed() -> None:
-    """The transaction under way commits once the write-ahead log holds it on the
-    disk, whatever the session's setting."""
+def commit_waits(wait: bool) -> None:
+    """Whether the transaction under way, as it commits, waits for the write-ahead
+    log to reach the disk, whatever the session's setting."""
     with connection.cursor() as cursor:
-        cursor.execute("SET LOCAL synchronous_commit = on")
+        cursor.execute(f"SET LOCAL synchronous_commit = {'on' if wait else 'off'}")
 
 
 def query_log_insert(**row: object) -> int:
@@ -618,7 +618,7 @@ def query_log_insert(**row: object) -> int:
     On the primary, as every write, also for a search read from a replica."""
     params = QUERY_LOG_INSERT.params(**row)
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute("SET LOCAL synchronous_commit = off")
+        commit_waits(False)
         cursor.execute(QUERY_LOG_INSERT.sql, params)
         return cursor.fetchone()[0]
 

@@ -18,7 +18,7 @@ from ingest.reading.rules import content_kept_out
 from retrieval.chunking import ChunkDraft, chunk_markdown, embed_texts
 from retrieval.indexing import EmbedReport, embeddings_ensure
 from retrieval.spaces import ingest_embedders
-from retrieval.sql import commit_flushed
+from retrieval.sql import commit_waits
 from sources.models import Page, PageQuerySet
 from sources.services import page_shapes_record
 
@@ -45,7 +45,7 @@ def content_embed(
     paid = any(e.billed and r.requests for e, r in zip(embedders, reports, strict=True))
     with transaction.atomic() if paid else nullcontext():
         if paid:
-            commit_flushed()
+            commit_waits(True)
         if delivery is not None:
             Delivery.objects.filter(pk=delivery.pk).update(
                 embedding_requests=F("embedding_requests") + report.requests,
