@@ -608,7 +608,11 @@ def commit_waits(wait: bool) -> None:
     """Whether the transaction under way, as it commits, waits for the write-ahead
     log to reach the disk, whatever the session's setting."""
     with connection.cursor() as cursor:
-        cursor.execute(f"SET LOCAL synchronous_commit = {'on' if wait else 'off'}")
+        cursor.execute(_COMMIT_WAITS if wait else _COMMIT_DOES_NOT_WAIT)
+
+
+_COMMIT_WAITS = "SET LOCAL synchronous_commit = on"
+_COMMIT_DOES_NOT_WAIT = "SET LOCAL synchronous_commit = off"
 
 
 def query_log_insert(**row: object) -> int:
