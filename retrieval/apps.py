@@ -31,13 +31,15 @@ SCHEDULES = {
 
 def _ensure_active_index(sender: AppConfig, using: str = "default", **kwargs) -> None:
     """The configured space is registered (serving, if it is the first) with its
-    index, and the serving space keeps its index; the word counts and the floor
-    are refreshed when the index changed, and periodic jobs keep them so and
-    embed readers' questions."""
+    index, and the serving space keeps its index; texts and chunks written
+    before codes were get theirs; the word counts and the floor are refreshed
+    when the index changed, and periodic jobs keep them so and embed readers'
+    questions."""
     # Not after migrating back to an older migration of this app: the models are
     # ahead of the tables then.
     if not schema_current(using, app="retrieval"):
         return
+    from retrieval.indexing import codes_fill
     from retrieval.spaces import (
         configured_space_register,
         embedding_index_ensure,
@@ -51,6 +53,7 @@ def _ensure_active_index(sender: AppConfig, using: str = "default", **kwargs) ->
     serving = space_serving()
     if serving is not None:
         embedding_index_ensure(space=serving.name, dimensions=serving.dimensions)
+    codes_fill()
     schedules_ensure(prefix="retrieval: ", schedules=SCHEDULES)
     index_statistics_refresh()
 

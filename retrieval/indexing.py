@@ -15,6 +15,7 @@ from kbsite import locks
 from kbsite.text import count_tokens
 from retrieval import sql
 from retrieval.chunking import ChunkDraft, embed_texts
+from retrieval.codes import text_code
 from retrieval.embedder import Embedder
 from retrieval.models import Chunk, Embedding
 from retrieval.pins import pins_review
@@ -59,7 +60,8 @@ def embeddings_missing(*, space: str, hashes: set[str]) -> set[str]:
 
 def embeddings_ensure(*, texts: dict[str, str], embedder: Embedder) -> EmbedReport:
     """Embed the texts (keyed by hash) that have no vector in the embedder's space;
-    a text longer than the model reads gets one vector per window.
+    a text longer than the model reads gets one vector per window, and its first
+    window's row the text's code (``retrieval.codes``).
 
     Runs outside any transaction: it may call a remote API. Rows are inserted with
     ON CONFLICT DO NOTHING, so two jobs embedding the same text at once are harmless
@@ -71,14 +73,16 @@ def embeddings_ensure(*, texts: dict[str, str], embedder: Embedder) -> EmbedRepo
     for batch in _batches(missing, texts, embedder):
         inputs = [window for _, windows, _ in batch for window in windows]
         vectors = iter(embedder.embed(inputs))
-        rows = []
-        for text_hash, _, counts in batch:
-            for number, count in enumerate(counts):
-                rows.append(
-                    Embedding(space=embedder.space, text_hash=text_hash,
-                              window=number, vector=next(vectors),
-                              token_count=count)
-                )  # fmt: skip
+        windows = [[next(vectors) for _ in counts] for _, _, counts in batch]
+        codes = [text_code(text) for text in windows]
+        rows = [
+            Embedding(space=embedder.space, text_hash=text_hash, window=number,
+                      vector=vector, token_count=count,
+                      code=code if number == 0 else None)
+            for (text_hash, _, counts), text, code in zip(batch, windows, codes,
+                                                          strict=True)
+            for number, (vector, count) in enumerate(zip(text, counts, strict=True))
+        ]  # fmt: skip
         sent = sum(row.token_count for row in rows)
         # All windows of a text in one insert: a text is embedded whole or not at
         # all. The usage is committed with the vectors: a job killed between two
@@ -133,7 +137,8 @@ def page_chunks_replace(
     change: PageVersion | None = None,
     vectors_fresh: bool = False,
 ) -> set[str]:
-    """Swap the page's chunks for these. Call inside the transaction that records the
+    """Swap the page's chunks for these, each with its text's code in the serving
+    space (``retrieval.codes``). Call inside the transaction that records the
     new version, so readers see the old set or the new one, never a mix; answers
     that quoted a text the page no longer holds become stale, by ``change`` if
     given. ``vectors_fresh``: every vector of the drafts was made by this run, so
@@ -141,7 +146,9 @@ def page_chunks_replace(
     Returns the text hashes the page held and holds no more."""
     if drafts and not vectors_fresh:
         _vectors_hold(drafts)
-    old = sql.page_chunks_delete(page_id=page.pk)
+    cleared = sql.page_chunks_clear(
+        page_id=page.pk, coded=sorted({draft.embed_hash for draft in drafts})
+    )
     Chunk.objects.bulk_create(
         Chunk(
             page=page,
@@ -151,10 +158,14 @@ def page_chunks_replace(
             text=draft.text,
             embed_hash=draft.embed_hash,
             token_count=draft.token_count,
+            code=cleared.codes.get(draft.embed_hash),
+            code_space=(
+                cleared.space_id if draft.embed_hash in cleared.codes else None
+            ),
         )
         for draft in drafts
     )
-    removed = old - {draft.embed_hash for draft in drafts}
+    removed = cleared.old - {draft.embed_hash for draft in drafts}
     answers_mark_stale(page_id=page.pk, removed=removed, change=change)
     pins_review(
         page_id=page.pk, removed=removed, headings={d.heading[:1000] for d in drafts}
@@ -170,6 +181,36 @@ def _vectors_hold(drafts: list[ChunkDraft]) -> None:
     texts = embed_texts(drafts)
     for embedder in ingest_embedders():
         embeddings_ensure(texts=texts, embedder=embedder)  # none missing: one query
+
+
+# Chunks given their code per statement by ``codes_fill``.
+CODES_BATCH = 1000
+
+
+def codes_fill(*, batch: int = CODES_BATCH) -> int:
+    """Give every chunk whose code is missing or not of the serving space that
+    space's code of its text: after a switch of spaces, and after an upgrade
+    (texts embedded before codes were have none stored, and are coded from their
+    vectors here). A batch a commit; until a chunk has its code, a search reads
+    its vector exactly (``retrieval.codes``). The vectors' rows are never
+    updated: each would be written into the HNSW index again. Returns how many
+    chunks were coded (those whose text has no vector in the space stay as
+    they are)."""
+    coded = 0
+    after = 0
+    while stale := sql.stale_chunks(after=after, limit=batch):
+        space = stale[0]
+        found = sql.text_vectors(
+            space=space.space, hashes=sorted({c.embed_hash for c in stale})
+        )
+        texts = {
+            text.text_hash: text.code or text_code(text.windows or []) for text in found
+        }
+        codes = {c.pk: texts[c.embed_hash] for c in stale if c.embed_hash in texts}
+        if codes:
+            coded += sql.chunk_codes_set(space_id=space.space_id, codes=codes)
+        after = stale[-1].pk
+    return coded
 
 
 def embeddings_prune(*, older_than: timedelta = PRUNE_AFTER) -> int:

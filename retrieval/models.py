@@ -10,11 +10,12 @@ from django.contrib.postgres.search import SearchVector, SearchVectorField
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Exists, F, Func, OuterRef, Q, Value
-from pgvector.django import VectorField
+from pgvector.django import BitField, VectorField
 
 from kbsite.canonical import web_origins
 from kbsite.models import HashedKey
 from retrieval.chunking import section_of
+from retrieval.codes import CODE_BITS
 from sources.models import Caller, EqualsAny, Page, Source
 from sources.visibility import sees_every_row
 
@@ -51,7 +52,11 @@ class ChunkQuerySet(models.QuerySet["Chunk"]):
 class Chunk(models.Model):
     """A heading-delimited piece of a page, as shown to users and embedded."""
 
-    page = models.ForeignKey(Page, on_delete=models.CASCADE, related_name="chunks")
+    # Indexed by ``chunk_page_codes_idx`` below, which also holds what a search
+    # by codes reads of each chunk.
+    page = models.ForeignKey(
+        Page, on_delete=models.CASCADE, related_name="chunks", db_index=False
+    )
     position = models.PositiveIntegerField(help_text="Order within the page, from 0.")
     heading = models.CharField(
         max_length=1000,
@@ -69,6 +74,19 @@ class Chunk(models.Model):
         help_text="SHA-256 of the text that is embedded (title, heading path, text).",
     )
     token_count = models.PositiveIntegerField(default=0)
+    code = BitField(
+        length=CODE_BITS,
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="Its text's code in the space code_space (retrieval.codes).",
+    )
+    code_space = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="The embedding space (its id) whose vector the code is of.",
+    )
     search_document = models.GeneratedField(
         expression=CHUNK_SEARCH_VECTOR,
         output_field=SearchVectorField(),
@@ -84,8 +102,20 @@ class Chunk(models.Model):
             models.UniqueConstraint(
                 fields=["page", "position"], name="chunk_page_position_uniq"
             ),
+            models.CheckConstraint(
+                condition=Q(code__isnull=True, code_space__isnull=True)
+                | Q(code__isnull=False, code_space__isnull=False),
+                name="chunk_code_with_its_space",
+            ),
         ]
         indexes = [
+            # A search by codes reads its chunks from this index alone (an
+            # index-only scan): 16 against 23 ms at a tenth of 100,000 chunks.
+            models.Index(
+                fields=["page"],
+                include=["embed_hash", "code_space", "code"],
+                name="chunk_page_codes_idx",
+            ),
             models.Index(fields=["embed_hash"], name="chunk_embed_hash_idx"),
             GinIndex(fields=["search_document"], name="chunk_search_document_idx"),
         ]
@@ -138,6 +168,13 @@ class EmbeddingSpace(models.Model):
         editable=False,
         help_text="What the floor was learned from: probe similarities.",
     )
+    source_chunks = models.JSONField(
+        default=dict,
+        blank=True,
+        editable=False,
+        help_text="Live chunks of each source by source id, counted with the floor: "
+        "how a search of some sources picks its plan.",
+    )
     source_floors = models.JSONField(
         default=dict,
         blank=True,
@@ -178,6 +215,13 @@ class Embedding(models.Model):
         help_text="Which window of a text longer than the model reads, from 0.",
     )
     vector = VectorField()
+    code = BitField(
+        length=CODE_BITS,
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="On a text's first window: the code of the text (retrieval.codes).",
+    )
     token_count = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
 

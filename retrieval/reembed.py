@@ -17,7 +17,7 @@ from django.db import transaction
 
 from retrieval.chunking import ChunkDraft, chunk_markdown, embed_texts
 from retrieval.embedder import Embedder
-from retrieval.indexing import embeddings_ensure, page_chunks_replace
+from retrieval.indexing import codes_fill, embeddings_ensure, page_chunks_replace
 from retrieval.models import EmbeddingSpace
 from retrieval.pins import pin_vectors_fill
 from retrieval.spaces import embedder_register, space_switch
@@ -68,6 +68,8 @@ def index_rebuild(*, target: Embedder, keep_old: bool = False) -> Iterator[Progr
         # periodic run.
         while pin_vectors_fill(limit=PIN_FILL_BATCH):
             pass
+        # The chunks' codes are of the old space: read exactly until then.
+        codes_fill()
     # New chunks or a new space: new word counts, and a floor for the new space.
     index_statistics_refresh(force=bool(progress.rechunked or progress.switched_from))
     yield progress

@@ -12,6 +12,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from retrieval import sql
+from retrieval.codes import directions_ready
 from retrieval.embedder import Embedder, model_unmarked, space_name, space_parts
 from retrieval.embeddings import cached_embedder, configured_space_name, get_embedder
 from retrieval.models import Embedding, EmbeddingSpace
@@ -192,11 +193,12 @@ def serving_embedder_load() -> None:
     needs it (the local model's libraries take seconds to import), on a thread of
     the caller's. The configured embedder first, which needs no database (it is
     the serving one but during a re-embedding); then the serving space is read,
-    and the thread's connection closed. If it cannot, it says why, and the first
-    question tries again."""
+    and the thread's connection closed, and the directions of its codes drawn
+    (``retrieval.codes``). If it cannot, it says why, and the first question
+    tries again."""
     try:
         get_embedder()
-        serving_embedder()
+        directions_ready(serving_embedder().dimensions)
     except Exception:
         logger.exception("could not load the serving embedder before a first question")
     finally:

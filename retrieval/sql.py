@@ -29,6 +29,7 @@ from pgvector import Vector
 from psycopg.sql import SQL, Composable, Composed, Identifier, Literal
 
 from kbsite.sqlrows import Columns, Insert, Row, column, table
+from retrieval.codes import CODE_BITS
 from retrieval.models import (
     Chunk,
     Embedding,
@@ -383,6 +384,17 @@ def _synonyms_statement(of_sources: bool) -> str:
 # -- vectors ----------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class CodedPass:
+    """A search's first pass by sign codes (``retrieval.codes``): the ``first``
+    searchable chunks whose codes in the serving space (``space_id``) differ
+    least from the question's ``code`` have their vectors read exactly."""
+
+    space_id: int
+    code: str
+    first: int
+
+
 def nearest_statement(
     space: str,
     dimensions: int,
@@ -390,6 +402,7 @@ def nearest_statement(
     *,
     limit: int,
     searchable: Searchable,
+    coded: CodedPass | None = None,
 ) -> tuple[str, list]:
     """(text hash, cosine distance) of the ``limit`` nearest vectors in one space
     whose text a searchable chunk has, nearest first.
@@ -402,33 +415,73 @@ def nearest_statement(
     ``retrieval.spaces.embedding_index_ensure``), which pgvector's iterative scan
     walks on until ``limit`` vectors pass the condition; or, for a small share,
     the searchable chunks' vectors read by their hash and sorted exactly.
+
+    With ``coded`` (a share where both cost most, chosen by the caller), a third:
+    the best ``coded.first`` searchable chunk rows by their codes, and every
+    searchable chunk whose code is not of this space, have their vectors read
+    and sorted exactly.
     """
-    statement, params = _nearest(space, dimensions, vector, searchable)
+    statement, params = _nearest(space, dimensions, vector, searchable, coded)
     return SQL("{} LIMIT %s").format(statement).as_string(), [*params, limit]
 
 
 def _nearest(
-    space: str, dimensions: int, vector: list[float], searchable: Searchable
+    space: str,
+    dimensions: int,
+    vector: list[float],
+    searchable: Searchable,
+    coded: CodedPass | None = None,
 ) -> tuple[Composed, list]:
     where, where_params = _where(searchable)
+    names = {
+        "text_hash": column(Embedding, "text_hash"),
+        "distance": SQL(
+            "(e.{vector}::{precision}({dims}) <=> %s::{precision}({dims}))"
+        ).format(
+            vector=column(Embedding, "vector"),
+            precision=SQL(INDEX_PRECISION),
+            dims=Literal(int(dimensions)),
+        ),
+        "embeddings": table(Embedding),
+        "space": column(Embedding, "space"),
+        "chunks": _CHUNKS_WITH_PAGES,
+        "embed_hash": _c("embed_hash"),
+        "where": where,
+    }
+    query = Vector(vector).to_text()
+    if coded is not None:
+        return _CODED.format(
+            **names,
+            code=_c("code"),
+            code_space=_c("code_space"),
+            bits=Literal(CODE_BITS),
+        ), [
+            *where_params, coded.space_id, coded.code, coded.first,
+            *where_params, coded.space_id, query, space,
+        ]  # fmt: skip
     statement = SQL(
-        "SELECT e.{text_hash} AS text_hash, "
-        "(e.{vector}::{precision}({dims}) <=> %s::{precision}({dims})) AS distance "
+        "SELECT e.{text_hash} AS text_hash, {distance} AS distance "
         "FROM {embeddings} e WHERE e.{space} = %s AND EXISTS "
         "(SELECT 1 FROM {chunks} WHERE {embed_hash} = e.{text_hash} AND {where}) "
         "ORDER BY distance"
-    ).format(
-        text_hash=column(Embedding, "text_hash"),
-        vector=column(Embedding, "vector"),
-        precision=SQL(INDEX_PRECISION),
-        dims=Literal(int(dimensions)),
-        embeddings=table(Embedding),
-        space=column(Embedding, "space"),
-        chunks=_CHUNKS_WITH_PAGES,
-        embed_hash=_c("embed_hash"),
-        where=where,
-    )
-    return statement, [Vector(vector).to_text(), space, *where_params]
+    ).format(**names)
+    return statement, [query, space, *where_params]
+
+
+# The best chunk rows by code, and every searched chunk with no code of this
+# space; then their texts' vectors are read. Materialized, both: no ordered scan
+# of the HNSW index can stand in for sorting the distances of the texts chosen.
+_CODED = SQL(
+    "WITH first AS MATERIALIZED ("
+    "(SELECT {embed_hash} AS text_hash FROM {chunks} WHERE {where} "
+    "AND {code_space} = %s ORDER BY {code} <~> %s::bit({bits}) LIMIT %s) "
+    "UNION SELECT {embed_hash} FROM {chunks} WHERE {where} "
+    "AND {code_space} IS DISTINCT FROM %s), "
+    "read AS MATERIALIZED (SELECT e.{text_hash} AS text_hash, "
+    "{distance} AS distance FROM first f JOIN {embeddings} e "
+    "ON e.{space} = %s AND e.{text_hash} = f.text_hash) "
+    "SELECT text_hash, distance FROM read ORDER BY distance"
+)
 
 
 def nearest(
@@ -438,10 +491,11 @@ def nearest(
     *,
     limit: int,
     searchable: Searchable,
+    coded: CodedPass | None = None,
 ) -> list[Nearest]:
     """The rows of :func:`nearest_statement`."""
     statement, params = nearest_statement(
-        space, dimensions, vector, limit=limit, searchable=searchable
+        space, dimensions, vector, limit=limit, searchable=searchable, coded=coded
     )
     with _reading().cursor() as cursor:
         cursor.execute(statement, params)
@@ -456,6 +510,7 @@ def vector_candidates(
     limit: int,
     searchable: Searchable,
     terms: Sequence[RankedTerm],
+    coded: CodedPass | None = None,
 ) -> list[VectorCandidate]:
     """The searchable chunks whose text has one of the ``limit`` nearest
     searchable vectors, with their keyword scores by ``terms``, in no order.
@@ -463,7 +518,7 @@ def vector_candidates(
     One statement: the nearest vectors, then their texts' chunks with their
     scores (a text with several windows counts by its nearest).
     """
-    near, near_params = _nearest(space, dimensions, vector, searchable)
+    near, near_params = _nearest(space, dimensions, vector, searchable, coded)
     condition = SQL("{} IN (SELECT text_hash FROM nearest_text)").format(
         _c("embed_hash")
     )
@@ -489,8 +544,15 @@ CITED_PAGE_FIELDS = (
     "id", "url", "title", "last_verified_at", "last_changed_at", "last_failure_at",
     "source",
 )  # fmt: skip
+# Not the search document, nor the code (1,024 characters a hit).
 _CHUNK = Columns(
-    Chunk, [f for f in Chunk._meta.concrete_fields if f.name != "search_document"], "c"
+    Chunk,
+    [
+        f
+        for f in Chunk._meta.concrete_fields
+        if f.name not in ("search_document", "code", "code_space")
+    ],
+    "c",
 )
 _PAGE = Columns(
     Page, [f for f in Page._meta.concrete_fields if f.name in CITED_PAGE_FIELDS], "p"
@@ -627,24 +689,191 @@ def query_log_insert(**row: object) -> int:
         return cursor.fetchone()[0]
 
 
+@dataclass(frozen=True)
+class Cleared:
+    """What clearing a page's chunks found: the text hashes they held, and codes
+    in the serving space (its id; None: no space serves) of texts asked for."""
+
+    old: set[str]
+    space_id: int | None
+    codes: dict[str, str]
+
+
+@dataclass(frozen=True)
+class _ClearedRow:
+    text_hash: str
+    code: str | None  # in the serving space
+    old: bool  # of a chunk deleted, not of a text asked for
+    space_id: int | None
+
+
 @cache
-def _chunks_delete_statement() -> str:
+def _chunks_clear_statement() -> str:
     return (
-        SQL("DELETE FROM {chunks} WHERE {page} = %s RETURNING {embed_hash}")
+        SQL(
+            "WITH serving AS (SELECT {id}, {name} FROM {spaces} WHERE {state} = %s), "
+            "old AS (DELETE FROM {chunks} WHERE {page} = %s "
+            "RETURNING {embed_hash}, {chunk_code}, {code_space}) "
+            "SELECT o.{embed_hash} AS text_hash, CASE WHEN o.{code_space} = s.{id} "
+            "THEN o.{chunk_code}::text END AS code, true AS old, s.{id} AS space_id "
+            "FROM old o LEFT JOIN serving s ON true "
+            "UNION ALL SELECT e.{text_hash}, e.{code}::text, false, s.{id} "
+            "FROM {embeddings} e JOIN serving s ON s.{name} = e.{space} "
+            "WHERE e.{window} = 0 AND e.{code} IS NOT NULL "
+            "AND e.{text_hash} = ANY(%s)"
+        )
         .format(
             chunks=table(Chunk),
             page=column(Chunk, "page"),
             embed_hash=column(Chunk, "embed_hash"),
+            chunk_code=column(Chunk, "code"),
+            code_space=column(Chunk, "code_space"),
+            embeddings=table(Embedding),
+            text_hash=column(Embedding, "text_hash"),
+            code=column(Embedding, "code"),
+            space=column(Embedding, "space"),
+            window=column(Embedding, "window"),
+            spaces=table(EmbeddingSpace),
+            id=column(EmbeddingSpace, "id"),
+            name=column(EmbeddingSpace, "name"),
+            state=column(EmbeddingSpace, "state"),
         )
         .as_string()
     )
 
 
-def page_chunks_delete(*, page_id: int) -> set[str]:
-    """Delete the page's chunks; the text hashes they held (one statement)."""
+def page_chunks_clear(*, page_id: int, coded: Sequence[str]) -> Cleared:
+    """Delete the page's chunks, and read the serving space's codes of the texts
+    ``coded`` (by hash): those written with their vectors, and those the deleted
+    chunks carried (a text embedded before codes were has none stored). One
+    statement, one round trip."""
     with connection.cursor() as cursor:
-        cursor.execute(_chunks_delete_statement(), [page_id])
-        return {row[0] for row in cursor.fetchall()}
+        cursor.execute(
+            _chunks_clear_statement(),
+            [EmbeddingSpace.State.SERVING, page_id, list(coded)],
+        )
+        rows = _rows(cursor, _ClearedRow)
+    return Cleared(
+        old={row.text_hash for row in rows if row.old},
+        space_id=next((r.space_id for r in rows if r.space_id is not None), None),
+        codes={row.text_hash: row.code for row in rows if row.code is not None},
+    )
+
+
+# -- codes ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StaleChunk:
+    """A chunk whose code is not of the serving space (``space_id``, ``space``)."""
+
+    space_id: int
+    space: str
+    pk: int
+    embed_hash: str
+
+
+@cache
+def _stale_chunks_statement() -> str:
+    return (
+        SQL(
+            "SELECT s.{space_id} AS space_id, s.{space_name} AS space, c.{id} AS pk, "
+            "c.{embed_hash} AS embed_hash FROM {chunks} c, "
+            "(SELECT {space_id}, {space_name} FROM {spaces} WHERE {state} = %s) s "
+            "WHERE c.{id} > %s AND c.{code_space} IS DISTINCT FROM s.{space_id} "
+            "ORDER BY c.{id} LIMIT %s"
+        )
+        .format(
+            space_id=column(EmbeddingSpace, "id"),
+            space_name=column(EmbeddingSpace, "name"),
+            state=column(EmbeddingSpace, "state"),
+            spaces=table(EmbeddingSpace),
+            chunks=table(Chunk),
+            id=column(Chunk, "id"),
+            embed_hash=column(Chunk, "embed_hash"),
+            code_space=column(Chunk, "code_space"),
+        )
+        .as_string()
+    )
+
+
+def stale_chunks(*, after: int, limit: int) -> list[StaleChunk]:
+    """The next ``limit`` chunks after id ``after`` whose code is missing or not
+    of the serving space (none while no space serves), in the order of their id."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _stale_chunks_statement(), [EmbeddingSpace.State.SERVING, after, limit]
+        )
+        return _rows(cursor, StaleChunk)
+
+
+@dataclass(frozen=True)
+class TextVectors:
+    text_hash: str
+    code: str | None  # as written with its vectors (none before codes were)
+    windows: list[list[float]] | None  # its vectors, where it has no code
+
+
+@cache
+def _text_vectors_statement() -> str:
+    return (
+        SQL(
+            "SELECT {text_hash} AS text_hash, min({code}::text) AS code, "
+            "CASE WHEN bool_and({code} IS NULL) "
+            "THEN array_agg({vector}::real[] ORDER BY {window}) END AS windows "
+            "FROM {embeddings} WHERE {space} = %s AND {text_hash} = ANY(%s) "
+            "GROUP BY {text_hash}"
+        )
+        .format(
+            text_hash=column(Embedding, "text_hash"),
+            code=column(Embedding, "code"),
+            window=column(Embedding, "window"),
+            vector=column(Embedding, "vector"),
+            embeddings=table(Embedding),
+            space=column(Embedding, "space"),
+        )
+        .as_string()
+    )
+
+
+def text_vectors(*, space: str, hashes: Sequence[str]) -> list[TextVectors]:
+    """The codes of these texts in one space, and the vectors of its windows in
+    order for a text with none."""
+    with connection.cursor() as cursor:
+        cursor.execute(_text_vectors_statement(), [space, list(hashes)])
+        return _rows(cursor, TextVectors)
+
+
+@cache
+def _chunk_codes_statement() -> str:
+    return (
+        SQL(
+            "UPDATE {chunks} c SET {code} = v.code::bit({bits}), {code_space} = %s "
+            "FROM unnest(%s::bigint[], %s::text[]) AS v(id, code) WHERE c.{id} = v.id "
+            "AND c.{id} IN (SELECT {id} FROM {chunks} WHERE {id} = ANY(%s) "
+            "FOR UPDATE SKIP LOCKED)"
+        )
+        .format(
+            chunks=table(Chunk),
+            code=column(Chunk, "code"),
+            code_space=column(Chunk, "code_space"),
+            id=column(Chunk, "id"),
+            bits=Literal(CODE_BITS),
+        )
+        .as_string()
+    )
+
+
+def chunk_codes_set(*, space_id: int, codes: dict[int, str]) -> int:
+    """Give chunks (by id) these codes of the space ``space_id``; returns how many.
+    A chunk a swap holds is left alone (it is being deleted), and no deadlock
+    with the swap can abort it."""
+    ids = list(codes)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _chunk_codes_statement(), [space_id, ids, list(codes.values()), ids]
+        )
+        return cursor.rowcount
 
 
 # Today's usage of a space, added to by each job (concurrent jobs add up).

@@ -77,13 +77,16 @@ def index_statistics_refresh(*, force: bool = False) -> Refresh | None:
 
 
 def statistics_stale(*, chunks: int, space: EmbeddingSpace | None) -> bool:
-    """Whether the stored counts, or the serving space's floor, describe an index a
-    tenth bigger or smaller (or none at all) than the one there is."""
+    """Whether the stored counts, or the serving space's floor and the sizes of
+    its sources, describe an index a tenth bigger or smaller (or none at all)
+    than the one there is."""
     stats = IndexStatistics.objects.first()
     counted = stats.chunks if stats is not None and stats.refreshed_at else None
     learned = space.floor_chunks if space and space.floor_learned_at else None
     if space is None:
         learned = chunks
+    elif learned and not space.source_chunks:
+        learned = None  # learned before sources were counted (an upgrade)
     return any(_moved(before, chunks) for before in (counted, learned))
 
 
@@ -167,10 +170,12 @@ def space_floor_learn(space: EmbeddingSpace, embedder: Embedder) -> float | None
         floor = None
     else:
         floor = round(_quantile(similarities, FLOOR_QUANTILE), 4)
+    sizes = source_sizes()
     space.floor = floor
-    space.source_floors = _source_floors(embedder) if floor is not None else {}
+    space.source_floors = _source_floors(embedder, sizes) if floor is not None else {}
     space.floor_learned_at = timezone.now()
-    space.floor_chunks = live_chunk_count()
+    space.floor_chunks = sum(sizes.values())
+    space.source_chunks = {str(pk): size for pk, size in sizes.items()}
     space.floor_sample = {
         "probes": len(similarities),
         "quantile": FLOOR_QUANTILE,
@@ -184,12 +189,22 @@ def space_floor_learn(space: EmbeddingSpace, embedder: Embedder) -> float | None
     }
     space.save(
         update_fields=["floor", "source_floors", "floor_learned_at", "floor_chunks",
-                       "floor_sample"]
+                       "source_chunks", "floor_sample"]
     )  # fmt: skip
     return floor
 
 
-def _source_floors(embedder: Embedder) -> dict[str, float]:
+def source_sizes() -> dict[int, int]:
+    """Live chunks by source id (sources with none left out)."""
+    return dict(
+        Chunk.objects.live()
+        .values("page__source_id")
+        .annotate(n=Count("pk"))
+        .values_list("page__source_id", "n")
+    )
+
+
+def _source_floors(embedder: Embedder, sizes: dict[int, int]) -> dict[str, float]:
     """The floor within each source of at least SOURCE_FLOOR_CHUNKS live chunks,
     learned as the index's is but from its own words against its own chunks; none
     when the index is one source (its floor is the index's).
@@ -199,12 +214,6 @@ def _source_floors(embedder: Embedder) -> dict[str, float]:
     searches*: the fewer the chunks, the lower the best similarity a bag of words
     finds by chance. Held to the floor of a whole index ten times its size, a
     small source's answers abstain where its own floor would answer them."""
-    sizes = dict(
-        Chunk.objects.live()
-        .values("page__source_id")
-        .annotate(n=Count("pk"))
-        .values_list("page__source_id", "n")
-    )
     if len(sizes) < 2:
         return {}
     floors: dict[str, float] = {}

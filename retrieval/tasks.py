@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 
 from retrieval.asked import question_vectors_fill
-from retrieval.indexing import embeddings_prune
+from retrieval.indexing import codes_fill, embeddings_prune
 from retrieval.pins import pin_vectors_fill
 from retrieval.rechecks import answers_recheck
 from retrieval.retention import query_log_prune
@@ -13,12 +13,14 @@ from retrieval.statistics import index_statistics_refresh
 
 
 def index_statistics_refresh_task() -> str:
-    """Every ten minutes: unused vectors pruned, and the statistics refreshed if
-    the index changed by a tenth."""
+    """Every ten minutes: unused vectors pruned, codes given to the chunks whose
+    code is not of the serving space, and the statistics refreshed if the index
+    changed by a tenth."""
     pruned = embeddings_prune()
+    coded = codes_fill()
     refresh = index_statistics_refresh()
     done = "fresh" if refresh is None else f"{refresh.chunks} chunks, {refresh.floors}"
-    return f"{done}; {pruned} unused vectors pruned"
+    return f"{done}; {pruned} unused vectors pruned; {coded} chunks coded"
 
 
 # Questions one run embeds at most: a busy day's unanswered ones in a few minutes

@@ -48,17 +48,27 @@ INDEX_ON_16 = textwrap.dedent(
     from retrieval import indexing
     indexing.answers_mark_stale = lambda **kwargs: 0
     indexing.pins_review = lambda **kwargs: 0
-    # Nor floors per source (0017): today's model reads and writes that column,
-    # so it stands in while the pages come in, and goes before the upgrade.
+    # Nor floors per source (0017), nor codes (0018): today's model reads and
+    # writes those columns, so they stand in while the pages come in, and go
+    # before the upgrade.
+    STAND_INS = {
+        "retrieval_embeddingspace": ["source_floors jsonb NOT NULL DEFAULT '{}'",
+                                     "source_chunks jsonb NOT NULL DEFAULT '{}'"],
+        "retrieval_embedding": ["code bit(1024)"],
+        "retrieval_chunk": ["code bit(1024)", "code_space integer"],
+    }
     with connection.cursor() as cursor:
-        cursor.execute("ALTER TABLE retrieval_embeddingspace "
-                       "ADD COLUMN source_floors jsonb NOT NULL DEFAULT '{}'")
+        for table, columns in STAND_INS.items():
+            for column in columns:
+                cursor.execute(f"ALTER TABLE {table} ADD COLUMN {column}")
     from tests.world import harbor_load
     harbor_load()
     from tests.kbsite.test_embedded_upgrade import counts
     print(json.dumps(counts()))
     with connection.cursor() as cursor:
-        cursor.execute("ALTER TABLE retrieval_embeddingspace DROP COLUMN source_floors")
+        for table, columns in STAND_INS.items():
+            for column in columns:
+                cursor.execute(f"ALTER TABLE {table} DROP COLUMN {column.split()[0]}")
     """
 )
 
@@ -72,6 +82,7 @@ SEARCH_ON_18 = textwrap.dedent(
     from django.core.management import call_command
     from django.db import connection
     from django.test import override_settings
+    from retrieval.models import Chunk
     from retrieval.search import SearchMode, chunks_search
     from tests.kbsite.test_embedded_upgrade import counts, indexes, vector_version
     from ingest.delivery.job import delivery_process
@@ -101,6 +112,8 @@ SEARCH_ON_18 = textwrap.dedent(
         "by_keyword": found("HB-4042", SearchMode.KEYWORD),
         "new_page_by_vector": found(UPGRADES, SearchMode.VECTOR),
         "indexes": indexes(),
+        # migrate codes them, from the vectors the old release stored
+        "chunks_without_code": Chunk.objects.filter(code=None).count(),
     }))
     """
 )
@@ -238,6 +251,7 @@ def test_a_var_made_by_postgresql_16_is_upgraded_and_all_of_it_stays_searchable(
     assert grown["Source"] == 0, "every row is there, and one page more"
     assert grown["Page"] == grown["Delivery"] == 1
     assert grown["Chunk"] >= 1 and grown["Embedding"] >= 1
+    assert after["chunks_without_code"] == 0
     assert "https://docs.harbor.example/retries/" in after["by_vector"]
     assert after["by_keyword"][0] == "https://docs.harbor.example/errors/"
     assert after["new_page_by_vector"][0] == "https://docs.harbor.example/upgrades/"

@@ -351,8 +351,9 @@ def test_vector_indexes_move_to_half_precision_and_back(capsys):
         name="test/old/8", backend="hashing", model="old", dimensions=8,
         state="building",
     )  # fmt: skip
-    Embedding.objects.bulk_create(
-        Embedding(space=space.name, text_hash=f"{n:064x}", vector=[n % 3, 1] + [0] * 6)
+    then = old.get_model("retrieval", "Embedding")
+    then.objects.bulk_create(
+        then(space=space.name, text_hash=f"{n:064x}", vector=[n % 3, 1] + [0] * 6)
         for n in range(20)
     )
     # The index as the last release built it: single precision, the old name.
