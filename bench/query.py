@@ -87,13 +87,19 @@ def fill(chunks: int, paragraphs: list[str], headings: list[str]) -> None:
     from django.db import connection
 
     from kbsite.text import sha256_hex as text_hash
+    from retrieval.codes import vector_code
     from retrieval.embeddings import get_embedder
     from retrieval.models import Chunk, Embedding
-    from retrieval.spaces import embedding_index_drop, embedding_index_ensure
+    from retrieval.spaces import (
+        embedder_register,
+        embedding_index_drop,
+        embedding_index_ensure,
+    )
     from sources.models import Page, Source
 
     rng = random.Random(1)
     embedder = get_embedder()
+    space = embedder_register(embedder)
     source = Source.objects.create(name="Synthetic", seed_urls=BASE_URL)
     Page.objects.filter(source__name__in=[name for name, _, _ in SPLIT]).delete()
     Source.objects.filter(name__in=[name for name, _, _ in SPLIT]).delete()
@@ -111,16 +117,18 @@ def fill(chunks: int, paragraphs: list[str], headings: list[str]) -> None:
         texts = [" ".join(rng.sample(paragraphs, 3)) for _ in range(count)]
         hashes = [text_hash(t) for t in texts]
         vectors = embedder.embed(texts)
+        # Each text's code, as ingest writes it (retrieval.codes).
+        codes = [vector_code(v) for v in vectors]
         Chunk.objects.bulk_create(
             Chunk(page=page_objs[n // 50], position=n % 50, text=t, embed_hash=h,
-                  heading=rng.choice(headings))
-            for n, (t, h) in enumerate(zip(texts, hashes, strict=True))
+                  heading=rng.choice(headings), code=c, code_space=space.pk)
+            for n, (t, h, c) in enumerate(zip(texts, hashes, codes, strict=True))
         )  # fmt: skip
         # A small corpus draws the same three paragraphs twice: one vector each.
         Embedding.objects.bulk_create(
             (
-                Embedding(space=embedder.space, text_hash=h, vector=v)
-                for h, v in zip(hashes, vectors, strict=True)
+                Embedding(space=embedder.space, text_hash=h, vector=v, code=c)
+                for h, v, c in zip(hashes, vectors, codes, strict=True)
             ),
             ignore_conflicts=True,
         )
@@ -129,8 +137,10 @@ def fill(chunks: int, paragraphs: list[str], headings: list[str]) -> None:
         )
     print()
     started = time.perf_counter()
+    # As autovacuum leaves a table after a crawl's inserts (the visibility map
+    # set: a search by codes reads its chunks from an index alone).
     with connection.cursor() as cursor:
-        cursor.execute("ANALYZE")
+        cursor.execute("VACUUM ANALYZE")
     embedding_index_ensure(space=embedder.space, dimensions=embedder.dimensions)
     print(f"HNSW index built in {time.perf_counter() - started:.0f} s")
     from retrieval.statistics import index_statistics_refresh
@@ -177,21 +187,28 @@ def sources_split() -> None:
 
 def hnsw_recall(queries: list[str], k: int = 10, searchable=None) -> float:
     """How many of the exact ``k`` nearest searchable vectors the search's own
-    query returns (through the HNSW index, or exactly where the planner reads a
-    small share of the index exactly)."""
+    query returns among its nearest ``k``: through the HNSW index, by codes first
+    (``retrieval.search.coded_pass``), or exactly where the planner reads a small
+    share of the index exactly. Both read the search's CANDIDATES."""
     from django.db import connection, transaction
 
-    from retrieval.embeddings import get_embedder
+    from retrieval.search import CANDIDATES, coded_pass
     from retrieval.searchable import searchable_chunks
+    from retrieval.spaces import serving
     from retrieval.sql import nearest_statement
     from sources.models import SYSTEM
 
-    embedder = get_embedder()
+    embedder, space = serving()
     searchable = searchable or searchable_chunks(SYSTEM)
     found = 0
-    for vector in embedder.embed(queries):
+    for vector in embedder.embed_queries(queries):
         top = []
         for exact in (False, True):
+            coded = (
+                None
+                if exact
+                else coded_pass(space, embedder, vector, searchable, limit=CANDIDATES)
+            )
             with transaction.atomic(), connection.cursor() as cursor:
                 if exact:
                     cursor.execute("SET LOCAL enable_indexscan = off")
@@ -199,13 +216,14 @@ def hnsw_recall(queries: list[str], k: int = 10, searchable=None) -> float:
                     embedder.space,
                     embedder.dimensions,
                     vector,
-                    limit=k,
+                    limit=CANDIDATES,
                     searchable=searchable,
+                    coded=coded,
                 )
                 cursor.execute(sql, params)
                 # (text hash, distance) names one vector: a text's windows differ
                 # in distance.
-                top.append(set(cursor.fetchall()))
+                top.append(set(cursor.fetchall()[:k]))
         found += len(top[0] & top[1])
     return found / (k * len(queries))
 
@@ -282,7 +300,10 @@ def latency(args) -> None:
             "Nothing to reuse: run `bench.query latency` once without --reuse."
         )
     else:
+        from retrieval.statistics import index_statistics_refresh
+
         sources_split()
+        index_statistics_refresh(force=True)  # each source's size, as split
     queries = random.Random(2).sample(headings, args.queries)
     # Other questions, to warm the server up with before the timed ones.
     timed_ones = set(queries)
