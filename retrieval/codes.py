@@ -8,9 +8,10 @@ row therefore carries a code of its text's vector in the serving space: the
 signs of its projections on CODE_BITS random directions (SimHash), 128 bytes.
 The number of signs two codes differ in estimates the angle between their
 vectors, so ranking the searched chunk rows by that count, which reads nothing
-but those rows, and then reading exactly the vectors of the best few hundred
+but those rows, and then reading exactly the vectors of the best thousand or so
 finds the nearest vectors of a tenth of the index in half the time of either
-plan (``retrieval.sql.nearest_statement``; docs/benchmarks.md).
+plan (``retrieval.sql.nearest_statement``; docs/benchmarks.md). Like the walk,
+it is approximate: a vector whose code ranks below the cut is not found.
 
 Random directions, not the vector's own signs: a ``hashing`` vector is mostly
 zeros, and a model's vectors lie in a narrow cone, so their own signs say
@@ -22,8 +23,8 @@ mean direction of its windows, and the exact pass then ranks it by its nearest
 window. A chunk row copies the code of the serving space as it is written, and
 records which space that is (``Chunk.code_space``). A chunk whose code is
 missing or of another space (after a switch, or of a text embedded before codes
-were) is read exactly instead, until ``retrieval.indexing.codes_fill`` codes it,
-so a code only ever decides how fast a search is, never what it finds.
+were) is read exactly instead, until ``retrieval.indexing.codes_fill`` codes it:
+a code missing or out of date slows a search down and never hides a chunk.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ def _directions(dimensions: int) -> np.ndarray:
 
 
 def directions_ready(dimensions: int) -> None:
-    """Draw the directions for vectors of this size now (26 ms for 384, 168 ms
+    """Draw the directions for vectors of this size now (40 ms for 384, 187 ms
     for 3,072 here), not in a first question's search."""
     _directions(dimensions)
 

@@ -425,10 +425,10 @@ def coded_pass(
     (searched chunks × share < WALK_COST × limit). A source the count does not
     name had no live chunk then, or has fewer than a tenth of the index now (a
     tenth more refreshes the count): it counts as none. It reads exactly the
-    best CODED_FIRST × limit texts, or a tenth of the chunks searched if more
-    (the share its recall was measured at). None: every source, no count yet,
-    or an embedder other than the serving space's, whose codes the chunks do
-    not hold."""
+    texts of the best CODED_FIRST × limit chunks, or of a tenth of the chunks
+    searched if more (the share its recall was measured at). None: every
+    source, no count yet, or an embedder other than the serving space's, whose
+    codes the chunks do not hold."""
     if (
         space is None
         or space.name != embedder.space
