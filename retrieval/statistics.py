@@ -163,19 +163,23 @@ def space_floor_learn(space: EmbeddingSpace, embedder: Embedder) -> float | None
 
     A ``hashing`` space gets none: its vectors are hashed words, so how near they
     are says nothing the lexical evidence does not say better (by word rarity,
-    without hash collisions); the probes are still recorded."""
+    without hash collisions); the probes are still recorded.
+
+    The sizes of the sources are stored first: they need no model, and a search
+    chooses its plan by them even while the model cannot be reached."""
+    sizes = source_sizes()
+    space.source_chunks = {str(pk): size for pk, size in sizes.items()}
+    space.save(update_fields=["source_chunks"])
     probes = probe_questions()
     similarities = sorted(best_similarities(embedder, probes))
     if len(similarities) < 10 or space.backend == "hashing":
         floor = None
     else:
         floor = round(_quantile(similarities, FLOOR_QUANTILE), 4)
-    sizes = source_sizes()
     space.floor = floor
     space.source_floors = _source_floors(embedder, sizes) if floor is not None else {}
     space.floor_learned_at = timezone.now()
     space.floor_chunks = sum(sizes.values())
-    space.source_chunks = {str(pk): size for pk, size in sizes.items()}
     space.floor_sample = {
         "probes": len(similarities),
         "quantile": FLOOR_QUANTILE,
@@ -189,7 +193,7 @@ def space_floor_learn(space: EmbeddingSpace, embedder: Embedder) -> float | None
     }
     space.save(
         update_fields=["floor", "source_floors", "floor_learned_at", "floor_chunks",
-                       "source_chunks", "floor_sample"]
+                       "floor_sample"]
     )  # fmt: skip
     return floor
 

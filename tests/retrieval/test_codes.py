@@ -12,7 +12,8 @@ import random
 from unittest.mock import patch
 
 import numpy as np
-from django.db import transaction
+from django.core.exceptions import ImproperlyConfigured
+from django.db import IntegrityError, transaction
 from django.test import SimpleTestCase, TestCase, override_settings
 from django.utils import timezone
 
@@ -180,6 +181,12 @@ class CodedSearchTests(TestCase):
                 source_chunks={**self.space.source_chunks, str(self.crowd.pk): 5880},
             ),
         }
+        spaces["a million chunks"] = EmbeddingSpace(
+            pk=self.space.pk,
+            name=self.space.name,
+            floor_chunks=1_000_000,
+            source_chunks={str(self.tenth.pk): 15_000},
+        )
         spaces["not counted yet"] = EmbeddingSpace(
             pk=self.space.pk, name=self.space.name, floor_chunks=600
         )
@@ -192,6 +199,8 @@ class CodedSearchTests(TestCase):
             "a source the count does not name counts as none": (
                 "the serving space", unknown, 10, True),
             "no count yet": ("not counted yet", tenth, 10, False),
+            "a tenth of the chunks searched, more than 10 × wanted": (
+                "a million chunks", tenth, 100, True),
             "a fifth, read by code": ("the serving space", tenth, 10, True),
             "no more than it reads exactly": ("the serving space", tenth, 12, False),
             "four fifths: the walk's": ("the serving space", crowd, 10, False),
@@ -212,7 +221,13 @@ class CodedSearchTests(TestCase):
                 assert (found is not None) is coded
                 if coded:
                     assert found.code == vector_code(vector)
-                    assert found.first == search.CODED_FIRST * limit
+                    searched = sum(
+                        spaces[space].source_chunks.get(str(pk), 0)
+                        for pk in searchable.source_ids
+                    )
+                    assert found.first == max(
+                        search.CODED_FIRST * limit, searched // 10
+                    )
 
     def test_another_spaces_embedder_is_never_ranked_by_these_codes(self):
         other = HashingEmbedder("hashing-v2", 64)
@@ -360,6 +375,46 @@ class CodedSearchTests(TestCase):
         after = dict(page.chunks.values_list("embed_hash", "code"))
         assert after == {d.embed_hash: before[d.embed_hash] for d in edited}
         assert set(page.chunks.values_list("code_space", flat=True)) == {self.space.pk}
+
+    def test_a_swap_takes_no_old_code_of_another_space(self):
+        page = Page.objects.filter(source=self.tenth).first()
+        hashes = list(page.chunks.values_list("embed_hash", flat=True))
+        Embedding.objects.filter(text_hash__in=hashes).update(code=None)
+        page.chunks.update(code_space=self.space.pk + 1)
+
+        with transaction.atomic():
+            page_chunks_replace(
+                page=page, drafts=chunk_markdown(page.markdown, title=page.title)
+            )
+
+        assert set(page.chunks.values_list("code", "code_space")) == {(None, None)}
+
+    def test_a_code_is_stored_with_its_space_or_not_at_all(self):
+        chunk = Chunk.objects.first()
+        for case, (code, space_id) in {
+            "a code of no space": (chunk.code, None),
+            "a space with no code": (None, self.space.pk),
+        }.items():
+            with self.subTest(case), self.assertRaises(IntegrityError):
+                with transaction.atomic():
+                    Chunk.objects.filter(pk=chunk.pk).update(
+                        code=code, code_space=space_id
+                    )
+
+    def test_sources_are_counted_while_the_model_cannot_be_reached(self):
+        EmbeddingSpace.objects.filter(pk=self.space.pk).update(source_chunks={})
+        unreachable = patch(
+            "retrieval.statistics.best_similarities",
+            side_effect=ImproperlyConfigured("no key in this process"),
+        )
+        with unreachable:
+            index_statistics_refresh()
+            assert index_statistics_refresh() is None  # fresh since
+
+        assert space_serving().source_chunks == {
+            str(self.crowd.pk): 480,
+            str(self.tenth.pk): 120,
+        }
 
     def test_statistics_learned_before_sources_were_counted_are_stale(self):
         EmbeddingSpace.objects.filter(pk=self.space.pk).update(source_chunks={})
