@@ -54,8 +54,11 @@ class ChunkAdmin(VisibleRowsAdmin, ReadOnlyAdmin):
     search_fields = ["heading", "page__url", "=embed_hash"]
     list_filter = ["page__status", "page__source"]
     list_select_related = ["page"]
-    list_defer = ["text", "page__markdown", "page__raw_body", "page__line_shapes"]
-    exclude = ["search_document"]
+    list_defer = [
+        "text", "code", "page__markdown", "page__raw_body", "page__line_shapes",
+    ]  # fmt: skip
+    # The code is for searches (retrieval.codes): 1,024 signs say nothing to a reader.
+    exclude = ["search_document", "code", "code_space"]
 
     hash = hash_column("embed_hash", "embedded text hash")
 
@@ -75,7 +78,7 @@ class EmbeddingAdmin(VisibleRowsAdmin, ReadOnlyAdmin):
     list_display = ["space", "hash", "dimensions", "tokens", "created_at"]
     list_filter = ["space"]
     search_fields = ["=text_hash"]
-    exclude = ["vector"]
+    exclude = ["vector", "code"]
 
     hash = hash_column("text_hash", "text hash")
 
@@ -90,7 +93,7 @@ class EmbeddingAdmin(VisibleRowsAdmin, ReadOnlyAdmin):
 
     def get_queryset(self, request):
         # The size from PostgreSQL, so the list never loads whole vectors.
-        queryset = super().get_queryset(request).defer("vector")
+        queryset = super().get_queryset(request).defer("vector", "code")
         return queryset.annotate(
             _dims=Func("vector", function="vector_dims", output_field=IntegerField())
         )
