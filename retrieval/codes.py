@@ -68,10 +68,10 @@ def text_code(windows: Sequence[Sequence[float]]) -> str:
     """The code of a text from its windows' vectors: that of their mean direction
     (each window's unit vector counts the same).
 
-    One text at a time: a product of a batch of texts with the directions runs
-    on the numerical library's own threads, which spin beside the other worker
-    and the database (two workers' first crawl: 20 pages/s against 38 one text
-    at a time, ``bench.recrawl``)."""
+    One text at a time: coding a request's texts as one product with the
+    directions made two workers' first crawl 20 pages/s against 38 one text at
+    a time (``bench.recrawl``), likely as the numerical library's own threads
+    competed with the other worker and the database (not traced)."""
     matrix = np.asarray(windows, dtype=np.float32)
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     mean = (matrix / np.where(norms == 0, 1, norms)).sum(axis=0)
