@@ -185,6 +185,51 @@ def cluster_ready(pid: int, workers: int = 2) -> None:
     raise RuntimeError("the cluster's workers were still busy after 120 s")
 
 
+def cpu_by_role(cluster_pid: int) -> dict[str, float]:
+    """CPU seconds used so far on this machine, by role: the worker cluster (its
+    processes, and the ones it has waited for), the database server (processes
+    named ``postgres``: the embedded server, or a local one), this process (which
+    stores and queues deliveries as the webhook does), and every other process."""
+    import psutil
+
+    roles = dict.fromkeys(("workers", "database", "delivering", "other"), 0.0)
+    cluster = psutil.Process(cluster_pid)
+    in_cluster = {cluster.pid, *(c.pid for c in cluster.children(recursive=True))}
+    for process in psutil.process_iter(["name"]):
+        try:
+            times = process.cpu_times()
+        except psutil.Error:
+            continue
+        used = times.user + times.system
+        if process.pid in in_cluster:
+            roles["workers"] += used + times.children_user + times.children_system
+        elif process.info["name"] == "postgres":
+            roles["database"] += used
+        elif process.pid == os.getpid():
+            roles["delivering"] += used
+        else:
+            roles["other"] += used
+    return roles
+
+
+def cpu_per_page(
+    before: dict[str, float], after: dict[str, float], measured: Round
+) -> str:
+    """A line of what a round's pages cost the machine's cores, by role, and the
+    rate those cores would reach if they did nothing else."""
+    used = {role: after[role] - before[role] for role in before}
+    each = {role: 1000 * seconds / measured.pages for role, seconds in used.items()}
+    total = sum(each.values())
+    cores = os.cpu_count() or 1
+    busy = sum(used.values()) / (cores * measured.seconds)
+    return (
+        f"{'':>12}  CPU per page: "
+        + ", ".join(f"{role} {ms:.1f} ms" for role, ms in each.items())
+        + f"; {total:.1f} ms in all, so {cores} cores reach at most "
+        f"{cores * 1000 / total:.0f} pages/s (busy {busy:.0%} of the round)"
+    )
+
+
 def stop_cluster(cluster: subprocess.Popen) -> None:
     cluster.send_signal(signal.SIGINT)
     try:

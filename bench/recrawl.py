@@ -3,9 +3,13 @@ count the database round trips of one delivery of each kind.
 
 Each delivery of the two timed rounds goes through the same path as production:
 stored and queued by the webhook's service, then processed by a real ``qcluster``
-with two workers; the time is from the first delivery to the last job done. With
-``--embedder openai`` embeddings go over HTTP to a local fake of the OpenAI API
-(in a process of its own); the default, ``hashing``, embeds in the worker.
+with two workers, started and idle before the clock starts (as ``make run``'s are
+long before an editor saves a source); the time is from the first delivery to the
+last job done. With ``--embedder openai`` embeddings go over HTTP to a local fake
+of the OpenAI API (in a process of its own); the default, ``hashing``, embeds in
+the worker. Each round also prints what its pages cost the machine's cores, by
+role (the workers, the database server, this process storing the deliveries),
+and the rate at which those cores would be saturated.
 
 The round trips are counted in this process, delivery by delivery, on pages the
 timed rounds left out (first), then on the same pages again (unchanged), edited
@@ -26,6 +30,9 @@ from collections import Counter
 from datetime import timedelta
 
 from bench.common import (
+    cluster_ready,
+    cpu_by_role,
+    cpu_per_page,
     deliver_all,
     django_fresh,
     django_with_fake_openai,
@@ -73,8 +80,12 @@ def main() -> None:
     )
     cluster = start_cluster()
     try:
-        print(deliver_all("first", timed), flush=True)
-        print(deliver_all("unchanged", timed), flush=True)
+        cluster_ready(cluster.pid)
+        for name in ("first", "unchanged"):
+            before = cpu_by_role(cluster.pid)
+            measured = deliver_all(name, timed)
+            print(measured, flush=True)
+            print(cpu_per_page(before, cpu_by_role(cluster.pid), measured), flush=True)
     finally:
         stop_cluster(cluster)
     counts, recorded = round_trips(counted)
