@@ -8,46 +8,30 @@ from datetime import datetime
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Case, Count, F, Subquery, Value, When
-from django.db.models.functions import Coalesce, Least
-from django.db.models.lookups import GreaterThanOrEqual
+from django.db.models import F, Value
+from django.db.models.functions import Least
 
 from kbsite.sitemaps import Entry
 from sources import sql
-from sources.models import EqualsAny, LineShape, Page, Source
+from sources.models import LineShape, Page, Source
 
 # URLs looked up at once (PostgreSQL takes at most 65,535 parameters a query).
 URL_BATCH = 10_000
 
 
-def source_common_shapes(*, source: Source) -> set[int]:
+def source_common_shapes(*, source: Source) -> sql.CommonShapes:
     """Line shapes on enough of the source's live pages to count as boilerplate
     (one statement: the live pages are counted inside it): on at least
     ``BOILERPLATE_MIN_PAGES`` pages and ``BOILERPLATE_MIN_SHARE`` % of them, or
     for a shape the source's stored set strips already ``BOILERPLATE_KEEP_SHARE`` %.
+    With the live pages it counted.
     """
-    live = (
-        Page.objects.filter(source_id=source.pk, status=Page.Status.LIVE)
-        .order_by()
-        .values("source_id")
-        .annotate(pages=Count("pk"))
-        .values("pages")
+    return sql.common_shapes_count(
+        source_id=source.pk,
+        min_pages=settings.BOILERPLATE_MIN_PAGES,
+        min_share=settings.BOILERPLATE_MIN_SHARE,
+        keep_share=settings.BOILERPLATE_KEEP_SHARE,
     )
-    share = Case(
-        When(
-            EqualsAny(F("shape"), F("source__common_shapes")),
-            then=Value(settings.BOILERPLATE_KEEP_SHARE),
-        ),
-        default=Value(settings.BOILERPLATE_MIN_SHARE),
-    )
-    # pages / live ≥ share / 100, in integers.
-    on_enough = GreaterThanOrEqual(
-        F("pages") * 100, Coalesce(Subquery(live), 0) * share
-    )
-    shapes = LineShape.objects.filter(
-        on_enough, source=source, pages__gte=settings.BOILERPLATE_MIN_PAGES
-    )
-    return set(shapes.values_list("shape", flat=True))
 
 
 def source_boilerplate_refresh(
@@ -59,10 +43,17 @@ def source_boilerplate_refresh(
     Returns the shapes that came in or went out, whose pages now need deriving again
     (empty if nothing moved, or another process got there first).
     """
-    fresh = source_common_shapes(source=source)
-    old = set(source.common_shapes)
+    return source_boilerplate_counted(source=source, then=then)[0]
+
+
+def source_boilerplate_counted(
+    *, source: Source, then: Callable[[set[int]], object] | None = None
+) -> tuple[set[int], int]:
+    """:func:`source_boilerplate_refresh`, and the source's live pages it counted."""
+    counted = source_common_shapes(source=source)
+    fresh, old = set(counted.shapes), set(source.common_shapes)
     if fresh == old:
-        return set()
+        return set(), counted.live
     with transaction.atomic():
         moved = Source.objects.filter(pk=source.pk, common_shapes=sorted(old)).update(
             common_shapes=sorted(fresh)
@@ -72,9 +63,9 @@ def source_boilerplate_refresh(
     if not moved:
         # Another process moved the set first: read again under its set.
         source.refresh_from_db(fields=["common_shapes"])
-        return set()
+        return set(), counted.live
     source.common_shapes = sorted(fresh)
-    return fresh ^ old
+    return fresh ^ old, counted.live
 
 
 def page_shapes_record(*, page: Page, shapes: dict[int, str]) -> None:

@@ -132,7 +132,7 @@ def delivery_read(
     if unread is not None:
         return unread
     raw = bytes(delivery.body or b"")
-    source_boilerplate_catch_up(source=page.source)
+    source_boilerplate_catch_up(source=page.source, reading=True)
     try:
         content = source_content(
             source=page.source,

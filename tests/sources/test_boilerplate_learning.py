@@ -137,3 +137,96 @@ def test_a_set_that_moves_commits_with_the_job_deriving_its_pages_again():
     assert rederive.source_boilerplate_catch_up(source=source)
     assert Source.objects.get(pk=source.pk).common_shapes == [SHAPE]
     assert [job.task["func"] for job in OrmQ.objects.all()] == [rederive.TASK]
+
+
+def checks(source: Source, reads: int) -> list[bool]:
+    """For each of ``reads`` pages of the source about to be read, whether its
+    stripped lines were checked (its live pages counted) first."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from ingest.delivery import rederive
+
+    made = []
+    for _ in range(reads):
+        source = Source.objects.get(pk=source.pk)  # as a delivery's run loads it
+        with CaptureQueriesContext(connection) as queries:
+            rederive.source_boilerplate_catch_up(source=source, reading=True)
+        made.append(any(LineShape._meta.db_table in q["sql"] for q in queries))
+    return made
+
+
+@pytest.mark.django_db
+@override_settings(**SETTINGS)
+@pytest.mark.parametrize(
+    ("live", "every"),
+    [
+        (0, 1),
+        (99, 1),  # fewer live pages than READ_CHECK_SHARE: before every page
+        (100, 2),
+        (250, 3),
+        (1_000, 11),  # once in a hundredth of them, and the read that checks
+    ],
+)
+def test_a_process_reading_a_source_checks_its_lines_once_in_a_hundredth_of_its_pages(
+    live, every
+):
+    source = Source.objects.create(name="Docs", seed_urls="https://docs.example.com/")
+    pages_add(source, live)
+    pages_add(source, 300, status=Page.Status.GONE)  # never counted
+
+    made = checks(source, 3 * every)
+
+    assert made == [read % every == 0 for read in range(3 * every)]
+
+
+@pytest.mark.django_db(transaction=True)
+@override_settings(**SETTINGS)
+def test_a_shape_crossing_the_bar_between_checks_is_learned_at_the_next_one():
+    from django_q.models import OrmQ
+
+    from ingest.delivery import rederive
+
+    source = Source.objects.create(name="Docs", seed_urls="https://docs.example.com/")
+    pages_add(source, 250)
+    shape_count(source, 120)  # 48 %
+    assert checks(source, 1) == [True]  # checked: left as it was
+    OrmQ.objects.all().delete()
+
+    shape_count(source, 130)  # 52 %: over the bar from now on
+    assert checks(source, 2) == [False, False]  # 250 // 100 pages read unchecked
+    assert Source.objects.get(pk=source.pk).common_shapes == []
+
+    assert checks(source, 1) == [True]
+    assert Source.objects.get(pk=source.pk).common_shapes == [SHAPE]
+    # The pages read meanwhile under the old set are derived again, with the rest.
+    assert [job.task["args"] for job in OrmQ.objects.all()] == [(source.pk, [SHAPE])]
+    assert rederive.TASK in {job.task["func"] for job in OrmQ.objects.all()}
+
+    # The 10-minute refresh checks whatever was read.
+    shape_count(source, 90)  # 36 %: under the lower bar
+    assert rederive.source_boilerplate_catch_up(source=Source.objects.get(pk=source.pk))
+    assert Source.objects.get(pk=source.pk).common_shapes == []
+
+
+@pytest.mark.django_db
+@override_settings(**SETTINGS)
+def test_a_delivery_checks_its_sources_lines_at_the_reading_pace():
+    from ingest.delivery import rederive
+    from tests.world import SITE, ingest_delivery
+
+    source = Source.objects.create(name="Docs", seed_urls=f"{SITE}/")
+    pages_add(source, 200)
+    counted = mock.patch.object(
+        rederive,
+        "source_boilerplate_counted",
+        wraps=rederive.source_boilerplate_counted,
+    )
+    made = []
+    with counted as check:
+        for number in range(4):
+            ingest_delivery(f"{SITE}/guide/{number}/", f"# Guide {number}\n\nText.")
+            made.append(check.call_count)
+
+    assert made == [1, 1, 1, 2]  # the first read, then one in three (200 // 100 + 1)
+    assert source.pages.filter(url__startswith=f"{SITE}/guide/").count() == 4
