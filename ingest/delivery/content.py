@@ -19,8 +19,13 @@ from retrieval.chunking import ChunkDraft, chunk_markdown, embed_texts
 from retrieval.indexing import EmbedReport, embeddings_ensure
 from retrieval.spaces import ingest_embedders
 from retrieval.sql import commit_waits
+from sources import sql as sources_sql
 from sources.models import Page, PageQuerySet
 from sources.services import page_shapes_record
+
+# Pages sharing a band a new reading is compared with, at most: a site of many
+# identical pages makes that many candidates, all alike.
+NEAR_DUPLICATE_CANDIDATES = 200
 
 
 def content_embed(
@@ -76,14 +81,15 @@ def page_similarity_record(*, page: Page, sig: bytes) -> None:
     that saves the page."""
     page.minhash = sig
     page.minhash_bands = similarity.bands(sig)
-    candidates = Page.objects.filter(
+    candidates = sources_sql.near_duplicate_candidates(
+        page_id=page.pk,
         source_id=page.source_id,
-        status=Page.Status.LIVE,
-        minhash_bands__overlap=page.minhash_bands,
-    ).exclude(pk=page.pk)
+        bands=page.minhash_bands,
+        limit=NEAR_DUPLICATE_CANDIDATES,
+    )
     best, score = None, 0.0
-    for pk, other in candidates.values_list("pk", "minhash")[:200]:
-        value = similarity.similarity(sig, bytes(other or b""))
+    for pk, other in candidates:
+        value = similarity.similarity(sig, other or b"")
         if value > score:
             best, score = pk, value
     if best is not None and score >= similarity.THRESHOLD:
