@@ -188,8 +188,10 @@ def cluster_ready(pid: int, workers: int = 2) -> None:
 def cpu_by_role(cluster_pid: int) -> dict[str, float]:
     """CPU seconds used so far on this machine, by role: the worker cluster (its
     processes, and the ones it has waited for), the database server (processes
-    named ``postgres``: the embedded server, or a local one), this process (which
-    stores and queues deliveries as the webhook does), and every other process."""
+    named ``postgres``: the embedded server, or a local one; with the sessions and
+    autovacuum workers that have ended, which their server has waited for), this
+    process (which stores and queues deliveries as the webhook does), and every
+    other process."""
     import psutil
 
     roles = dict.fromkeys(("workers", "database", "delivering", "other"), 0.0)
@@ -205,6 +207,9 @@ def cpu_by_role(cluster_pid: int) -> dict[str, float]:
             roles["workers"] += used + times.children_user + times.children_system
         elif process.info["name"] == "postgres":
             roles["database"] += used
+            with contextlib.suppress(psutil.Error):
+                if process.parent().name() != "postgres":  # the server itself
+                    roles["database"] += times.children_user + times.children_system
         elif process.pid == os.getpid():
             roles["delivering"] += used
         else:

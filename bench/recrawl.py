@@ -18,7 +18,13 @@ included, since each one waits for the database. Before the 404s, the edited pag
 are delivered once more, unchanged, and one run records them all together (a
 batch, ``DELIVERY_BATCH``): its round trips are printed for the batch.
 
+With ``--live N`` the source holds N live pages more before the first round (rows
+only: no body, no chunks, vacuumed and analyzed), as a large site does part way
+through its first crawl, so that what grows with a source's size shows in a
+delivery's cost.
+
     .venv/bin/python -m bench.recrawl [--limit N] [--embedder hashing|openai]
+                                      [--live N]
 """
 
 from __future__ import annotations
@@ -63,6 +69,12 @@ def main() -> None:
         default=30,
         help="pages whose deliveries' round trips are counted, per kind (default 30)",
     )
+    parser.add_argument(
+        "--live",
+        type=int,
+        default=0,
+        help="live pages the source holds before the first round (default 0)",
+    )
     args = parser.parse_args()
 
     corpus = [(url, html, 200) for url, html in pages()[: args.limit or None]]
@@ -73,10 +85,13 @@ def main() -> None:
         django_fresh(EMBEDDING_BACKEND="hashing")
     from sources.models import Source
 
-    Source.objects.create(name="PostgreSQL 15 manual", seed_urls=BASE_URL)
+    source = Source.objects.create(name="PostgreSQL 15 manual", seed_urls=BASE_URL)
+    if args.live:
+        held_pages(source, args.live)
     print(
         f"corpus: {len(timed)} pages timed, {sum(len(h) for _, h, _ in timed):,} "
-        f"bytes; {len(counted)} counted; embedder {args.embedder}"
+        f"bytes; {len(counted)} counted; embedder {args.embedder}; "
+        f"{args.live:,} live pages held before"
     )
     cluster = start_cluster()
     try:
@@ -101,6 +116,39 @@ def main() -> None:
         f"round trips of one run that recorded {recorded} of {len(counted)} waiting "
         f"unchanged deliveries: {together} ({together / recorded:.1f} a delivery)"
     )
+
+
+def held_pages(source, count: int) -> None:
+    """``count`` live pages of ``source`` as a crawl leaves them, as far as the
+    look-ups by page go: each with its own content hash and near-duplicate bands
+    (random: no two alike), so that the planner sees what a real site gives it."""
+    import hashlib
+    import random
+
+    from django.db import connection
+
+    from ingest.reading.similarity import bands_layout
+    from sources.models import Page
+
+    bands, _ = bands_layout()
+    draw = random.Random(20261207)
+    Page.objects.bulk_create(
+        (
+            Page(
+                source=source,
+                url=f"{BASE_URL}held/{number}.html",
+                status=Page.Status.LIVE,
+                content_hash=hashlib.sha256(str(number).encode()).hexdigest(),
+                minhash_bands=[draw.getrandbits(64) - 2**63 for _ in range(bands)],
+            )
+            for number in range(count)
+        ),
+        batch_size=5_000,
+    )
+    # As autovacuum would have done long since on a site this large: without it
+    # the planner takes the table for the few rows it last saw.
+    with connection.cursor() as cursor:
+        cursor.execute(f"VACUUM ANALYZE {Page._meta.db_table}")
 
 
 def round_trips(
