@@ -208,7 +208,8 @@ def cpu_by_role(cluster_pid: int) -> dict[str, float]:
         elif process.info["name"] == "postgres":
             roles["database"] += used
             with contextlib.suppress(psutil.Error):
-                if process.parent().name() != "postgres":  # the server itself
+                parent = process.parent()
+                if parent is None or parent.name() != "postgres":  # the server
                     roles["database"] += times.children_user + times.children_system
         elif process.pid == os.getpid():
             roles["delivering"] += used

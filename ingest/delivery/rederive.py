@@ -31,14 +31,14 @@ Kind = PageVersion.Kind
 
 # A check of a source's stripped lines counts its live pages, so it costs more as
 # the source grows: 20 ms at 100,000 pages just written (4 ms once vacuumed),
-# against 0.5 ms at 1,000. A process reading
-# a source's pages checks before each one while the source has fewer than
-# READ_CHECK_SHARE live pages, and before one in every hundredth of them after
-# that: about the same cost a page whatever the source's size. A shape crossing a
-# bar is then noticed within a hundredth of the source's pages read by each process;
-# the pages read meanwhile under the old set are derived again when it moves, as
-# every page carrying a shape that moves is, and the 10-minute refresh checks every
-# source whatever was read.
+# against 0.5 ms at 1,000. A process reading a source's pages checks before each
+# one while the source has fewer than READ_CHECK_SHARE live pages, and after that
+# before one in every ``live // READ_CHECK_SHARE + 1`` it reads: about the same
+# cost a page whatever the source's size. A shape crossing a bar is then noticed
+# within about a hundredth of the source's pages read by each process (a worker
+# the cluster replaces starts checking at once); the pages read meanwhile under
+# the old set carry the shape, and are derived again with every page that does
+# when the set moves. The 10-minute refresh checks every source whatever was read.
 READ_CHECK_SHARE = 100
 
 

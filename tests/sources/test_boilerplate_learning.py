@@ -20,6 +20,14 @@ SETTINGS = {
 }
 
 
+@pytest.fixture(autouse=True)
+def read_pace(monkeypatch):
+    """Each test starts with a process that has read nothing."""
+    from ingest.delivery import rederive
+
+    monkeypatch.setattr(rederive, "READ_PACE", rederive._ReadPace())
+
+
 def pages_add(source: Source, count: int, *, status=Page.Status.LIVE) -> None:
     first = source.pages.count()
     Page.objects.bulk_create(
@@ -173,7 +181,8 @@ def test_a_process_reading_a_source_checks_its_lines_once_in_a_hundredth_of_its_
 ):
     source = Source.objects.create(name="Docs", seed_urls="https://docs.example.com/")
     pages_add(source, live)
-    pages_add(source, 300, status=Page.Status.GONE)  # never counted
+    for status in (Page.Status.GONE, Page.Status.PENDING, Page.Status.REDIRECTED):
+        pages_add(source, 100, status=status)  # never counted
 
     made = checks(source, 3 * every)
 
@@ -205,8 +214,42 @@ def test_a_shape_crossing_the_bar_between_checks_is_learned_at_the_next_one():
 
     # The 10-minute refresh checks whatever was read.
     shape_count(source, 90)  # 36 %: under the lower bar
-    assert rederive.source_boilerplate_catch_up(source=Source.objects.get(pk=source.pk))
+    assert rederive.sources_boilerplate_refresh() == 1
     assert Source.objects.get(pk=source.pk).common_shapes == []
+
+
+@pytest.mark.django_db
+@override_settings(**SETTINGS)
+def test_each_source_is_read_at_its_own_pace():
+    small = Source.objects.create(name="Small", seed_urls="https://small.example/")
+    large = Source.objects.create(name="Large", seed_urls="https://docs.example.com/")
+    pages_add(large, 300)
+    Page.objects.bulk_create(
+        Page(source=small, url=f"https://small.example/{n}/", status=Page.Status.LIVE)
+        for n in range(20)
+    )
+
+    made = []
+    for _ in range(4):
+        made.append((checks(small, 1)[0], checks(large, 1)[0]))
+
+    assert made == [(True, True), (True, False), (True, False), (True, False)]
+    assert checks(large, 1) == [True]  # the fifth page of it: 300 // 100 + 1 reads
+
+
+@pytest.mark.django_db
+@override_settings(**SETTINGS)
+def test_a_source_deleted_meanwhile_has_nothing_to_catch_up():
+    from ingest.delivery import rederive
+
+    source = Source.objects.create(name="Docs", seed_urls="https://docs.example.com/")
+    pages_add(source, 20)
+    shape_count(source, 20)
+    loaded = Source.objects.get(pk=source.pk)  # as a run loaded it
+    Source.objects.filter(pk=source.pk).delete()
+
+    assert rederive.source_boilerplate_catch_up(source=loaded) is False
+    assert rederive.source_boilerplate_catch_up(source=loaded, reading=True) is False
 
 
 @pytest.mark.django_db

@@ -21,7 +21,7 @@ def page(source: Source, name: str, bands: list[int], **fields) -> Page:
         source=source,
         url=f"https://docs.example.com/{name}",
         status=fields.pop("status", Page.Status.LIVE),
-        minhash=name.encode(),
+        minhash=fields.pop("minhash", name.encode()),
         minhash_bands=bands,
         **fields,
     )
@@ -38,9 +38,9 @@ def test_other_live_pages_of_the_source_sharing_a_band_by_url():
         "c-none shared": page(source, "c-none shared", [1, 2, 3]),
         "d-gone": page(source, "d-gone", BANDS, status=Page.Status.GONE),
         "e-no bands yet": page(source, "e-no bands yet", []),
+        "g-no signature": page(source, "g-no signature", BANDS, minhash=None),
     }
-    page(other, "f-another source", BANDS).save()
-    Page.objects.filter(url__endswith="f-another source").update(source=other)
+    page(other, "f-another source", BANDS)
 
     found = sql.near_duplicate_candidates(
         page_id=reading.pk, source_id=source.pk, bands=BANDS, limit=200
@@ -49,6 +49,7 @@ def test_other_live_pages_of_the_source_sharing_a_band_by_url():
     assert found == [
         (rows["a-every band"].pk, b"a-every band"),
         (rows["b-one band"].pk, b"b-one band"),
+        (rows["g-no signature"].pk, None),
     ]
     assert sql.near_duplicate_candidates(
         page_id=reading.pk, source_id=source.pk, bands=BANDS, limit=1
@@ -60,6 +61,7 @@ def test_other_live_pages_of_the_source_sharing_a_band_by_url():
     assert [pk for pk, _ in unsaved] == [
         rows["a-every band"].pk,
         rows["b-one band"].pk,
+        rows["g-no signature"].pk,
         reading.pk,
     ]
 
