@@ -163,12 +163,7 @@ def cluster_ready(pid: int, workers: int = 2) -> None:
     deadline = time.monotonic() + 120
 
     def cpu() -> float:
-        total = 0.0
-        for each in [process, *process.children(recursive=True)]:
-            with contextlib.suppress(psutil.NoSuchProcess):
-                times = each.cpu_times()
-                total += times.user + times.system
-        return total
+        return cpu_by_role(pid)["workers"]
 
     # The sentinel, its pusher and monitor, and the workers.
     while len(process.children(recursive=True)) < workers + 3:

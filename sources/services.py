@@ -19,38 +19,27 @@ from sources.models import LineShape, Page, Source
 URL_BATCH = 10_000
 
 
-def source_common_shapes(*, source: Source) -> sql.CommonShapes:
-    """Line shapes on enough of the source's live pages to count as boilerplate
-    (one statement: the live pages are counted inside it): on at least
+def source_boilerplate_refresh(
+    *, source: Source, then: Callable[[set[int]], object] | None = None
+) -> tuple[set[int], int]:
+    """Bring the source's stripped set up to date with its counts; ``then`` is
+    called with the shapes that moved in the transaction that moves them.
+
+    The set is the line shapes on enough of the source's live pages to count as
+    boilerplate (one statement, which counts the live pages too): on at least
     ``BOILERPLATE_MIN_PAGES`` pages and ``BOILERPLATE_MIN_SHARE`` % of them, or
     for a shape the source's stored set strips already ``BOILERPLATE_KEEP_SHARE`` %.
-    With the live pages it counted.
+
+    Returns the shapes that came in or went out, whose pages now need deriving again
+    (empty if nothing moved, or another process got there first), and the source's
+    live pages the statement counted.
     """
-    return sql.common_shapes_count(
+    counted = sql.common_shapes_count(
         source_id=source.pk,
         min_pages=settings.BOILERPLATE_MIN_PAGES,
         min_share=settings.BOILERPLATE_MIN_SHARE,
         keep_share=settings.BOILERPLATE_KEEP_SHARE,
     )
-
-
-def source_boilerplate_refresh(
-    *, source: Source, then: Callable[[set[int]], object] | None = None
-) -> set[int]:
-    """Bring the source's stripped set up to date with its counts; ``then`` is
-    called with the shapes that moved in the transaction that moves them.
-
-    Returns the shapes that came in or went out, whose pages now need deriving again
-    (empty if nothing moved, or another process got there first).
-    """
-    return source_boilerplate_counted(source=source, then=then)[0]
-
-
-def source_boilerplate_counted(
-    *, source: Source, then: Callable[[set[int]], object] | None = None
-) -> tuple[set[int], int]:
-    """:func:`source_boilerplate_refresh`, and the source's live pages it counted."""
-    counted = source_common_shapes(source=source)
     fresh, old = set(counted.shapes), set(source.common_shapes)
     if fresh == old:
         return set(), counted.live

@@ -23,7 +23,7 @@ from ingest.reading.extract import EXTRACTOR_VERSION
 from ingest.reading.rules import content_kept_out, source_content, source_restrip
 from retrieval.indexing import page_chunks_replace
 from sources.models import Page, PageVersion, Source
-from sources.services import source_boilerplate_counted
+from sources.services import source_boilerplate_refresh
 
 TASK = "ingest.tasks.source_pages_rederive_task"
 Kind = PageVersion.Kind
@@ -76,7 +76,7 @@ def source_boilerplate_catch_up(*, source: Source, reading: bool = False) -> boo
 
     # Queued in the commit that moves the set: a set moved with no job queued
     # would never be caught up with (a later refresh finds it current).
-    moved, live = source_boilerplate_counted(source=source, then=queue)
+    moved, live = source_boilerplate_refresh(source=source, then=queue)
     READ_PACE.counted(source.pk, live)
     return bool(moved)
 

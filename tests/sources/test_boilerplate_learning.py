@@ -73,7 +73,7 @@ def test_a_shape_comes_in_at_one_bar_and_leaves_below_a_lower_one(
     source.common_shapes = [SHAPE] if stripped_before else []
     source.save(update_fields=["common_shapes"])
 
-    moved = source_boilerplate_refresh(source=source)
+    moved, _ = source_boilerplate_refresh(source=source)
 
     assert (SHAPE in Source.objects.get(pk=source.pk).common_shapes) is stripped_after
     assert moved == ({SHAPE} if stripped_before != stripped_after else set())
@@ -96,7 +96,7 @@ def test_a_line_on_about_half_the_pages_is_learned_once_while_a_site_is_crawled(
             pages_add(source, 1)
             carrying += number % 2 == 1
             shape_count(source, carrying)
-            moved += bool(source_boilerplate_refresh(source=source))
+            moved += bool(source_boilerplate_refresh(source=source)[0])
 
     assert moved == moves
     assert SHAPE in Source.objects.get(pk=source.pk).common_shapes
@@ -113,7 +113,7 @@ def test_a_source_read_before_another_process_moved_its_set_takes_the_stored_one
     Source.objects.filter(pk=source.pk).update(common_shapes=[SHAPE])
     assert source.common_shapes == []  # as the run loaded it
 
-    moved = source_boilerplate_refresh(source=source)
+    moved, _ = source_boilerplate_refresh(source=source)
 
     assert moved == set()  # the other process moved it, and queued its pages
     assert source.common_shapes == [SHAPE]
@@ -262,8 +262,8 @@ def test_a_delivery_checks_its_sources_lines_at_the_reading_pace():
     pages_add(source, 200)
     counted = mock.patch.object(
         rederive,
-        "source_boilerplate_counted",
-        wraps=rederive.source_boilerplate_counted,
+        "source_boilerplate_refresh",
+        wraps=rederive.source_boilerplate_refresh,
     )
     made = []
     with counted as check:
